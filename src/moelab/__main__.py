@@ -1,0 +1,3 @@
+from moelab.cli import main
+
+main()

@@ -1,0 +1,55 @@
+"""Output for people and for programs: rich tables, JSON, and (lazily imported) matplotlib plots."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+
+def fmt(v: Any, digits: int = 3) -> str:
+    """A cell: floats to `digits` significant figures (thousands separated), None as '—'."""
+    if v is None:
+        return "—"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        if v != v:
+            return "nan"
+        if abs(v) >= 10 ** digits:
+            return f"{v:,.0f}"
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, *, title: str | None = None,
+          headers: dict[str, str] | None = None, caption: str | None = None) -> None:
+    """Print `rows` (dicts) as a rich table; `columns` picks and orders keys, `headers` renames them."""
+    columns = list(columns or (rows[0].keys() if rows else []))
+    headers = headers or {}
+    t = Table(title=title, caption=caption, show_lines=False)
+    for c in columns:
+        t.add_column(headers.get(c, c), justify="left" if rows and isinstance(rows[0].get(c), str) else "right")
+    for r in rows:
+        t.add_row(*(fmt(r.get(c)) for c in columns))
+    console.print(t)
+
+
+def emit_json(obj: Any) -> None:
+    """Machine-readable output on stdout (the `--json` flag of every table-printing command)."""
+    sys.stdout.write(json.dumps(obj, indent=1, default=_default) + "\n")
+
+
+def _default(o: Any) -> Any:
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    if hasattr(o, "__dataclass_fields__"):
+        from dataclasses import asdict
+        return asdict(o)
+    return str(o)

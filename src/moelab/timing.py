@@ -1,0 +1,305 @@
+"""The one timer of moelab.
+
+Every time moelab reports — `hw`, `bench`, `profile`, `decode`, `verify` — comes from `measure` here.
+
+How a sample is taken (CUDA):
+  * warm-up calls first (compilation, autotuning, allocator growth stay out of the numbers);
+  * the caller passes several argument sets whose total size exceeds the L2 and calls rotate over them,
+    so a weight read twice in a row is not served from cache (`sets_for_l2` says how many are needed);
+    `flush_l2=True` instead writes a buffer twice the L2 size between calls (not timed);
+  * mode "graph": all rotations captured once in a CUDA graph and replayed, so the time is the kernels
+    themselves without host launch cost; mode "host": the calls launched from Python as eager code is;
+  * a device event pair brackets each sample, and a whole-device synchronize plus a host clock bracket it
+    too: if the host clock says the sample took clearly longer than the events do, work escaped onto
+    another stream, and the sample's time is the host clock's (`escaped_samples` counts them);
+  * statistics over samples: median, min, max, quartiles; units are in the field names.
+On a machine without CUDA, samples come from the host clock, and the record says so.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# A sample shorter than this is dominated by event resolution and sync jitter: batch more calls into it.
+_MIN_SAMPLE_US = 200.0
+
+
+@dataclass
+class Measurement:
+    """Per-call times of one function, in microseconds, over `samples` samples of `calls_per_sample` calls."""
+
+    median_us: float
+    min_us: float
+    max_us: float
+    q1_us: float
+    q3_us: float
+    mean_us: float
+    samples: int
+    calls_per_sample: int
+    mode: str  # "graph" | "host" | "cpu"
+    timer: str  # "cuda_events" | "host_clock"
+    rotations: int
+    flush_l2: bool
+    escaped_samples: int = 0  # samples whose host clock exceeded the events (work on another stream)
+    times_us: list[float] = field(default_factory=list, repr=False)
+
+    @property
+    def iqr_us(self) -> float:
+        return self.q3_us - self.q1_us
+
+    @property
+    def spread_pct(self) -> float:
+        """Interquartile range as a percentage of the median."""
+        return 100.0 * self.iqr_us / self.median_us if self.median_us > 0 else 0.0
+
+    def to_dict(self, with_samples: bool = False) -> dict[str, Any]:
+        d = asdict(self)
+        d["iqr_us"] = self.iqr_us
+        if not with_samples:
+            d.pop("times_us")
+        return d
+
+
+def summarize(times_us: Sequence[float], **info: Any) -> Measurement:
+    """Statistics of per-call times (µs). Quartiles use the inclusive method, so one sample is its own quartiles."""
+    if len(times_us) == 0:
+        raise ValueError("summarize: no samples")
+    xs = sorted(float(t) for t in times_us)
+    if len(xs) == 1:
+        q1 = q3 = xs[0]
+    else:
+        q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive")
+    return Measurement(
+        median_us=statistics.median(xs), min_us=xs[0], max_us=xs[-1], q1_us=q1, q3_us=q3,
+        mean_us=statistics.fmean(xs), samples=len(xs), times_us=xs, **info,
+    )
+
+
+def l2_bytes(device: torch.device | int | None = None) -> int:
+    """L2 size of the current CUDA device in bytes (0 without CUDA)."""
+    if not torch.cuda.is_available():
+        return 0
+    return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 50 * 2**20))
+
+
+def sets_for_l2(bytes_per_set: int, l2: int | None = None, factor: float = 3.0, cap: int = 64) -> int:
+    """How many distinct argument sets make the rotation's total at least `factor` × L2."""
+    l2 = l2_bytes() if l2 is None else l2
+    if bytes_per_set <= 0 or l2 <= 0:
+        return 1
+    return max(1, min(cap, math.ceil(factor * l2 / bytes_per_set)))
+
+
+def measure(
+    fn: Callable[..., Any],
+    arg_sets: Sequence[Sequence[Any]] | None = None,
+    *,
+    mode: str = "graph",
+    warmup: int = 3,
+    samples: int = 25,
+    flush_l2: bool = False,
+    min_sample_us: float = _MIN_SAMPLE_US,
+) -> Measurement:
+    """Time `fn(*args)` for args rotating over `arg_sets`; return per-call statistics.
+
+    mode: "graph" replays a CUDA graph of one call per set (kernel time, no launch cost);
+          "host" launches from Python (what eager code pays). Without CUDA, the host clock is used
+          whatever the mode, and the result says mode "cpu".
+    flush_l2: write a 2×L2 buffer before every call (per-call samples; use when rotation is impossible).
+    """
+    sets = [tuple(a) for a in (arg_sets if arg_sets is not None else [()])]
+    if not sets:
+        raise ValueError("measure: arg_sets is empty")
+    if mode not in ("graph", "host"):
+        raise ValueError(f"measure: mode must be 'graph' or 'host', not {mode!r}")
+    if not torch.cuda.is_available():
+        return _measure_cpu(fn, sets, warmup, samples)
+    if flush_l2:
+        return _measure_flushed(fn, sets, mode, warmup, samples)
+
+    stream = torch.cuda.current_stream()
+    for _ in range(max(1, warmup)):
+        for a in sets:
+            fn(*a)
+    torch.cuda.synchronize()
+
+    if mode == "graph":
+        graph = _capture(fn, sets)
+        run_once, calls_per_run = graph.replay, len(sets)
+    else:
+        def run_once() -> None:
+            for a in sets:
+                fn(*a)
+        calls_per_run = len(sets)
+
+    # Calibrate how many runs make one sample long enough to time well.
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record(stream)
+    run_once()
+    end.record(stream)
+    torch.cuda.synchronize()
+    one_run_us = max(start.elapsed_time(end) * 1e3, 1e-3)
+    runs = max(1, math.ceil(min_sample_us / one_run_us))
+
+    times, escaped = [], 0
+    for _ in range(samples):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        start.record(stream)
+        for _ in range(runs):
+            run_once()
+        end.record(stream)
+        torch.cuda.synchronize()  # whole device: work left on other streams is waited for here
+        host_us = (time.perf_counter() - t0) * 1e6
+        ev_us = start.elapsed_time(end) * 1e3
+        # The host bracket also holds the sync's own latency (~10-50 µs): only a clear excess counts.
+        if host_us > 1.25 * ev_us + 100.0:
+            escaped += 1
+            ev_us = host_us
+        times.append(ev_us / (runs * calls_per_run))
+    return summarize(times, calls_per_sample=runs * calls_per_run, mode=mode, timer="cuda_events",
+                     rotations=len(sets), flush_l2=False, escaped_samples=escaped)
+
+
+def _capture(fn: Callable[..., Any], sets: list[tuple]) -> torch.cuda.CUDAGraph:
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm the side stream before capture, as PyTorch recommends
+        for a in sets:
+            fn(*a)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for a in sets:
+            fn(*a)
+    torch.cuda.synchronize()
+    return g
+
+
+@functools.lru_cache(maxsize=4)
+def _flush_buffer(device: int) -> torch.Tensor:
+    return torch.empty(max(2 * l2_bytes(device), 2**20), dtype=torch.uint8, device=f"cuda:{device}")
+
+
+def _measure_flushed(fn, sets, mode, warmup, samples) -> Measurement:
+    buf = _flush_buffer(torch.cuda.current_device())
+    stream = torch.cuda.current_stream()
+    for _ in range(max(1, warmup)):
+        for a in sets:
+            fn(*a)
+    graph = _capture(fn, sets[:1]) if mode == "graph" else None
+    times, escaped = [], 0
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for i in range(samples):
+        a = sets[i % len(sets)]
+        buf.add_(1)  # the flush: 2×L2 of writes evicts whatever the last call left behind
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        start.record(stream)
+        graph.replay() if graph is not None else fn(*a)
+        end.record(stream)
+        torch.cuda.synchronize()
+        host_us = (time.perf_counter() - t0) * 1e6
+        ev_us = start.elapsed_time(end) * 1e3
+        if host_us > 1.25 * ev_us + 100.0:
+            escaped += 1
+            ev_us = host_us
+        times.append(ev_us)
+    return summarize(times, calls_per_sample=1, mode=mode, timer="cuda_events", rotations=len(sets),
+                     flush_l2=True, escaped_samples=escaped)
+
+
+def _measure_cpu(fn, sets, warmup, samples) -> Measurement:
+    for _ in range(max(1, warmup)):
+        for a in sets:
+            fn(*a)
+    times = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        for a in sets:
+            fn(*a)
+        times.append((time.perf_counter() - t0) * 1e6 / len(sets))
+    return summarize(times, calls_per_sample=len(sets), mode="cpu", timer="host_clock",
+                     rotations=len(sets), flush_l2=False)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Records: every saved result says where, when and with what it was measured.
+
+def _git_commit() -> str:
+    try:
+        root = Path(__file__).resolve().parent
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                             timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return (sha or "unknown") + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _driver_version() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.splitlines()[0] if out else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def env_record() -> dict[str, Any]:
+    """Where and with what a measurement was taken: device, driver, versions, commit, date (UTC)."""
+    try:
+        import triton
+        triton_version = triton.__version__
+    except ImportError:  # triton is a dependency, but a record must still be writable without it
+        triton_version = "not installed"
+    cuda = torch.cuda.is_available()
+    rec: dict[str, Any] = {
+        "device": torch.cuda.get_device_name() if cuda else f"cpu ({platform.processor() or platform.machine()})",
+        "driver": _driver_version() if cuda else "none",
+        "cuda": torch.version.cuda or "none",
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "python": platform.python_version(),
+        "commit": _git_commit(),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "timer": "cuda_events" if cuda else "host_clock",
+    }
+    if cuda:
+        p = torch.cuda.get_device_properties(torch.cuda.current_device())
+        rec["sm_count"] = p.multi_processor_count
+        rec["l2_bytes"] = l2_bytes()
+    return rec
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-").lower()
+
+
+def save_result(kind: str, payload: dict[str, Any], out_dir: str | os.PathLike | None = None) -> Path:
+    """Write `payload` with the env record under benchmarks/results/<kind>-<device>-<date>.json."""
+    env = payload.get("env") or env_record()
+    body = {"kind": kind, "env": env, **{k: v for k, v in payload.items() if k != "env"}}
+    out = Path(out_dir) if out_dir is not None else Path("benchmarks/results")
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = env["date"].replace(":", "").replace("-", "")[:15]
+    path = out / f"{slug(kind)}-{slug(env['device'])}-{stamp}.json"
+    path.write_text(json.dumps(body, indent=1, default=float) + "\n")
+    return path
