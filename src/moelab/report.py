@@ -53,3 +53,30 @@ def _default(o: Any) -> Any:
         from dataclasses import asdict
         return asdict(o)
     return str(o)
+
+
+def plot_series(rows: Sequence[dict[str, Any]], *, x: str, series: Sequence[str], path: str, title: str = "",
+                ylabel: str = "", logx: bool = False, logy: bool = False) -> None:
+    """Line plot of several columns of `rows` against column `x`, written as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for s in series:
+        pts = [(r[x], r[s]) for r in rows if r.get(s) is not None]
+        if pts:
+            ax.plot(*zip(*pts), marker="o", label=s)
+    ax.set_xlabel(x)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -243,13 +243,18 @@ def _measure_cpu(fn, sets, warmup, samples) -> Measurement:
 # Records: every saved result says where, when and with what it was measured.
 
 def _git_commit() -> str:
+    """HEAD's sha (+"-dirty"); $MOELAB_COMMIT when set (a copy of the tree without .git, e.g. a GPU box)."""
+    if os.environ.get("MOELAB_COMMIT"):
+        return os.environ["MOELAB_COMMIT"]
     try:
         root = Path(__file__).resolve().parent
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
                              timeout=5).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
                                capture_output=True, text=True, timeout=5).stdout.strip()
-        return (sha or "unknown") + ("-dirty" if dirty else "")
+        if not re.fullmatch(r"[0-9a-f]{40}", sha):
+            return "unknown"
+        return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -294,10 +299,11 @@ def slug(text: str) -> str:
 
 
 def save_result(kind: str, payload: dict[str, Any], out_dir: str | os.PathLike | None = None) -> Path:
-    """Write `payload` with the env record under benchmarks/results/<kind>-<device>-<date>.json."""
+    """Write `payload` with the env record as <kind>-<device>-<date>.json under `out_dir`
+    (default: $MOELAB_RESULTS_DIR, else benchmarks/results)."""
     env = payload.get("env") or env_record()
     body = {"kind": kind, "env": env, **{k: v for k, v in payload.items() if k != "env"}}
-    out = Path(out_dir) if out_dir is not None else Path("benchmarks/results")
+    out = Path(out_dir or os.environ.get("MOELAB_RESULTS_DIR") or "benchmarks/results")
     out.mkdir(parents=True, exist_ok=True)
     stamp = env["date"].replace(":", "").replace("-", "")[:15]
     path = out / f"{slug(kind)}-{slug(env['device'])}-{stamp}.json"

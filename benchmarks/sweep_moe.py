@@ -1,0 +1,134 @@
+"""Sweep the MoE kernels' launch parameters on this GPU (graph-replayed, L2 defeated).
+
+    python benchmarks/sweep_moe.py [--shapes qwen3,shard,qwen35] [--tokens 1,8] [--grouped 64,256,4096]
+
+Prints, per shape and T, each config's median µs and % of the floor (floor = distinct experts ×
+bytes per expert / measured read bandwidth), best first; writes the table as JSON to $OUT if set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+
+import torch
+
+from moelab import hardware, ops, timing
+from moelab.kernels.moe_decode import decode_config, moe_decode
+from moelab.kernels.moe_grouped import moe_grouped
+
+SHAPES = {  # E, H, I, k, shared I
+    "qwen3": (128, 2048, 768, 8, 0),
+    "shard": (256, 2048, 128, 8, 0),
+    "qwen35": (256, 2048, 512, 8, 512),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="qwen3,shard,qwen35")
+    ap.add_argument("--tokens", default="1,8")
+    ap.add_argument("--samples", type=int, default=15)
+    ap.add_argument("--grouped", default="", help="token counts for the grouped (prefill) path sweep, qwen3 shape")
+    a = ap.parse_args()
+    try:
+        ceil = hardware.ceilings()
+    except Exception as e:  # the probe is new: say so and use the datasheet rather than stop the sweep
+        print(f"measured ceilings unavailable ({type(e).__name__}: {e}); floor from the H200 datasheet")
+        ceil = hardware.ceilings("h200")
+    dev, dt = "cuda", torch.bfloat16
+    results = []
+    for name in a.shapes.split(","):
+        E, H, I, k, SI = SHAPES[name]
+        layers = [((torch.randn(E, 2 * I, H, device=dev) * H ** -0.5).to(dt), (torch.randn(E, H, I, device=dev) * I ** -0.5).to(dt))
+                  for _ in range(3)]
+        sh = None
+        if SI:
+            sh = ((torch.randn(2 * SI, H, device=dev) * H ** -0.5).to(dt), (torch.randn(H, SI, device=dev) * SI ** -0.5).to(dt),
+                  (torch.randn(1, H, device=dev) * H ** -0.5).to(dt))
+        for T in [int(t) for t in a.tokens.split(",")]:
+            n_sets = timing.sets_for_l2(int(E * (1 - (1 - k / E) ** T)) * 3 * H * I * 2)
+            sets = []
+            for i in range(n_sets):
+                w, ids = ops.get("route", "eager")(torch.randn(T, E, device=dev), k)
+                sets.append((torch.randn(T, H, device=dev).to(dt), *layers[i % 3], w, ids))
+            distinct = sum(torch.unique(s[4]).numel() for s in sets) / len(sets)
+            floor = (distinct * 3 * H * I * 2 + (3 * H * SI * 2 if SI else 0)) / (ceil.read_gbps * 1e3)
+            base = decode_config(T, k, H, I)
+            grid = []
+            if T == 1:
+                space = itertools.product([16, 32], [256, 512], [16, 32, 64], [256], [4, 8])
+            else:
+                space = itertools.product([16, 32], [128], [16, 32, 64], [64, 128], [4])
+            grid = [dict(BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=nw) for bi, bk, bh, bk2, nw in space]
+            x0, w130, w20, tw0, ids0 = sets[0]
+            ref = ops.get("fused_moe", "eager")(x0, w130, w20, tw0, ids0, sh)
+            rows = []
+            for cfg in grid:
+                def f(x, w13, w2, tw, ids, cfg=cfg):
+                    return moe_decode(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=cfg)
+                try:
+                    got = f(*sets[0])
+                    err = float((got.float() - ref.float()).norm() / ref.float().norm())
+                    m = timing.measure(f, sets, mode="graph", samples=a.samples, warmup=2)
+                except Exception as e:  # a config that fails to compile is skipped and said
+                    rows.append(dict(cfg=cfg, error=f"{type(e).__name__}: {str(e)[:80]}"))
+                    continue
+                rows.append(dict(cfg=cfg, us=m.median_us, iqr=m.iqr_us, pct=100 * floor / m.median_us, err=err))
+            ok = sorted([r for r in rows if "us" in r], key=lambda r: r["us"])
+            print(f"\n== {name} T={T} distinct={distinct:.1f} floor={floor:.2f} us (read {ceil.read_gbps:.0f} GB/s); default={base}")
+            for r in ok[:6]:
+                print(f"  {r['us']:8.2f} us  ±{r['iqr']:.2f}  {r['pct']:5.1f}% floor  err {r['err']:.1e}  {r['cfg']}")
+            bad = [r for r in rows if "error" in r or r.get("err", 0) > 2e-2]
+            if bad:
+                print(f"  {len(bad)} configs failed or wrong, e.g. {bad[0]}")
+            results.append(dict(shape=name, T=T, floor_us=floor, distinct=distinct, rows=rows))
+    for T in [int(t) for t in a.grouped.split(",") if t]:
+        results.append(sweep_grouped(T, ceil, a.samples))
+    if os.environ.get("OUT"):
+        with open(os.path.join(os.environ["OUT"], "sweep_moe.json"), "w") as fh:
+            json.dump(dict(env=timing.env_record(), read_gbps=ceil.read_gbps, results=results), fh, indent=1)
+
+
+def sweep_grouped(T: int, ceil, samples: int) -> dict:
+    """Prefill path at Qwen3-30B-A3B shapes: % of the measured bf16 matmul rate (FLOPs = 2·T·k·3·H·I)."""
+    E, H, I, k = 128, 2048, 768, 8
+    dev, dt = "cuda", torch.bfloat16
+    w13 = (torch.randn(E, 2 * I, H, device=dev) * H ** -0.5).to(dt)
+    w2 = (torch.randn(E, H, I, device=dev) * I ** -0.5).to(dt)
+    sets = []
+    for _ in range(2):
+        w, ids = ops.get("route", "eager")(torch.randn(T, E, device=dev), k)
+        sets.append((torch.randn(T, H, device=dev).to(dt), w13, w2, w, ids))
+    flops = 2.0 * T * k * 3 * H * I
+    floor = max(flops / (ceil.bf16_tflops * 1e6), E * 3 * H * I * 2 / (ceil.read_gbps * 1e3))
+    x0, _, _, tw0, ids0 = sets[0]
+    ref = ops.get("fused_moe", "eager")(x0, w13, w2, tw0, ids0)
+    rows = []
+    for bm, bn, bk, nw, ns in itertools.product([64, 128], [64, 128], [64], [4, 8], [3, 4]):
+        cfg = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns)
+        def f(x, w13, w2, tw, ids, cfg=cfg):
+            return moe_grouped(x, w13, w2, tw, ids, out=torch.empty_like(x), config=cfg)
+        try:
+            got = f(*sets[0])
+            err = float((got.float() - ref.float()).norm() / ref.float().norm())
+            m = timing.measure(f, sets, mode="graph", samples=samples, warmup=2)
+        except Exception as e:
+            rows.append(dict(cfg=cfg, error=f"{type(e).__name__}: {str(e)[:80]}"))
+            continue
+        rows.append(dict(cfg=cfg, us=m.median_us, iqr=m.iqr_us, pct=100 * floor / m.median_us, err=err,
+                         tflops=flops / m.median_us / 1e6))
+    ok = sorted([r for r in rows if "us" in r], key=lambda r: r["us"])
+    print(f"\n== grouped qwen3 T={T} floor={floor:.1f} us (bf16 {ceil.bf16_tflops:.0f} TFLOP/s)")
+    for r in ok[:5]:
+        print(f"  {r['us']:9.1f} us  ±{r['iqr']:.1f}  {r['tflops']:6.1f} TFLOP/s  {r['pct']:5.1f}% floor  err {r['err']:.1e}  {r['cfg']}")
+    bad = [r for r in rows if "error" in r]
+    if bad:
+        print(f"  {len(bad)} configs failed, e.g. {bad[0]}")
+    return dict(shape="qwen3-grouped", T=T, floor_us=floor, rows=rows)
+
+
+if __name__ == "__main__":
+    main()

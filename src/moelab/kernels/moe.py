@@ -1,0 +1,51 @@
+"""`fused_moe`: the one public launcher for the MoE expert block; picks the decode or the grouped path.
+
+Small T (decode): `moe_decode` — one launch, direct-routed, deterministic.
+Large T (prefill): `moe_grouped` — tokens grouped by expert, tensor-core GEMMs, SwiGLU in the epilogue.
+The switch is at `DECODE_MAX_PAIRS` routed (token, expert) pairs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from moelab.ops.moe import check_moe_args
+
+# Crossover between the two paths, in T·k pairs. Provisional (T=16 at k=8) until the H200 sweep in
+# benchmarks/bench_moe.py sets it; the decode kernel's in-program expert census grows as T·k·E.
+DECODE_MAX_PAIRS = 128
+
+
+def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, validate: bool | None = None,
+              path: str | None = None):
+    """Fused routed-SwiGLU MoE; contract as `moelab.ops.moe.fused_moe_reference`.
+
+    validate: check expert ids on the host (a sync). Default: yes, except under CUDA-graph capture, where
+    an out-of-range id instead turns its token's output row into NaN inside the kernel.
+    path: force "decode" or "grouped" (benchmarks and tests); default by `DECODE_MAX_PAIRS`.
+    """
+    capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
+    check_moe_args(x, w13, w2, topk_weights, topk_ids, shared, check_ids=(not capturing) if validate is None else validate)
+    T, H = x.shape
+    for name, t in (("x", x), ("w13", w13), ("w2", w2)):
+        if t.stride(-1) != 1:
+            raise ValueError(f"{name} must be contiguous in its last dimension (stride {t.stride()})")
+    if not (w13.is_contiguous() and w2.is_contiguous()):
+        raise ValueError("w13 and w2 must be contiguous (the kernels index experts by id with fixed strides)")
+    if shared is not None and not all(t is None or t.is_contiguous() for t in shared):
+        raise ValueError("shared expert weights must be contiguous")
+    if out is None:
+        out = torch.empty(T, H, dtype=x.dtype, device=x.device)
+    elif out.shape != (T, H) or out.dtype != x.dtype or out.device != x.device or out.stride(-1) != 1:
+        raise ValueError(f"out must be [{T}, {H}] {x.dtype} on {x.device}, contiguous in its last dimension")
+    if T == 0:
+        return out
+    pairs = T * topk_ids.shape[1]
+    path = path or ("decode" if pairs <= DECODE_MAX_PAIRS else "grouped")
+    if path == "decode":
+        from moelab.kernels.moe_decode import moe_decode
+        return moe_decode(x, w13, w2, topk_weights, topk_ids, shared, out=out)
+    if path == "grouped":
+        from moelab.kernels.moe_grouped import moe_grouped
+        return moe_grouped(x, w13, w2, topk_weights, topk_ids, shared, out=out)
+    raise ValueError(f"path must be 'decode' or 'grouped', not {path!r}")

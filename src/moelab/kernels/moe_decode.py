@@ -1,0 +1,281 @@
+"""Direct-routed MoE for decode sizes (T·k up to a few hundred pairs): ONE launch for both projections.
+
+Napkin math, Qwen3-30B-A3B (H=2048, I=768, bf16), T tokens hitting U distinct experts:
+    bytes  = U · (2I·H + H·I) · 2 B = U · 9.44 MB   (+ activations, a few KB)
+    FLOPs  = 2 · T·k · 3·I·H       (T=1: 75 MFLOP against 75 MB: 1 FLOP/byte, far below any ridge)
+    floor  = bytes / read bandwidth: T=1 (U=8) 75.5 MB / 4.3 TB/s ≈ 17.6 µs.
+So the kernel must stream every routed expert's weights exactly once with the whole GPU busy, and
+pay as few launch gaps and tails as possible.
+
+Design (one grid, two phases, no host work, no index_select copy, no padding of tokens to tiles):
+  * every program derives the same list of distinct experts ("slots") from topk_ids: a presence
+    vector over E and its prefix sum (no sort, no extra launch);
+  * phase 1, programs (slot, block of BLOCK_I rows of I): gate and up rows for all tokens routed to
+    that expert, SiLU(gate)·up rounded to the activation dtype, into a small scratch act[slot, t, :];
+    then a release-increment of the slot's counter;
+  * phase 2, programs (slot, block of BLOCK_H output rows): wait (volatile spin, then acquire) for
+    that slot's phase-1 blocks only — so phase 2 overlaps phase 1 — stream w2[e, rows, :], and store
+    y · routing weight as an fp32 partial per (token, top-k position); the shared expert (if any) is
+    one more slot, weighted by sigmoid(gate · x);
+  * the last slot to finish a block of outputs sums its partials in top-k order (fixed order: bitwise
+    deterministic) into out, and the last block resets the counters, so no memset launch is needed.
+Forward progress: a program only waits for programs of lower index (phase 1 precedes phase 2), and CUDA
+starts blocks in index order, so whatever it waits for is running or done: waiting cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from moelab.kernels import dot_precision as _prec
+
+
+@triton.jit
+def _slot_expert(present, rank, offs_e, s):
+    """Expert id of slot s (the s-th distinct expert in increasing id order)."""
+    return tl.sum(tl.where(present & (rank == s), offs_e, 0), axis=0)
+
+
+@triton.jit
+def _wait_geq(ptr, target):
+    """Spin on plain volatile loads (cheap for L2), then one acquire so the data behind is visible."""
+    v = tl.load(ptr, volatile=True)
+    while v < target:
+        v = tl.load(ptr, volatile=True)
+    tl.atomic_add(ptr, 0, sem="acquire", scope="gpu")
+
+
+@triton.jit
+def _moe_decode_kernel(
+    # pointers
+    x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K]
+    sw13_ptr, sw2_ptr, sgate_ptr,  # shared expert: [2IS,H], [H,IS], [1,H] (unused unless HAS_SHARED)
+    act_ptr, part_ptr, cnt_ptr, out_ptr,  # scratch act[S_MAX,T,I_MAX]; partials fp32 [T·(K+1), H]; int32 counters; out[T,H]
+    # sizes
+    T, H, I, IS, E, I_MAX,
+    # strides (elements)
+    s_xt, s_w13e, s_w13r, s_w2e, s_w2r, s_ot,
+    # meta
+    K: tl.constexpr, K_PAD: tl.constexpr, P_PAD: tl.constexpr, E_PAD: tl.constexpr,
+    S_MAX: tl.constexpr, N_IBLK: tl.constexpr, N_HBLK: tl.constexpr, N1: tl.constexpr,
+    BLOCK_T: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
+    HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, PREC: tl.constexpr,
+):
+    # counters: [0, S_MAX) phase-1 blocks done per slot; [S_MAX, S_MAX+N_HBLK) phase-2 programs done per
+    # block of outputs; S_MAX+N_HBLK: phase-2 programs done in all (the last one resets everything).
+    pid = tl.program_id(0)
+    USE_DOT: tl.constexpr = BLOCK_T >= 16
+
+    # Distinct experts hit, in id order: presence over E from the T·K ids (identical in every program).
+    offs_p = tl.arange(0, P_PAD)
+    pid_ids = tl.load(tid_ptr + offs_p, mask=offs_p < T * K, other=-1)
+    offs_e = tl.arange(0, E_PAD)
+    present = tl.max((pid_ids[:, None] == offs_e[None, :]).to(tl.int32), axis=0) > 0
+    rank = tl.cumsum(present.to(tl.int32), axis=0) - 1
+    n_routed = tl.sum(present.to(tl.int32), axis=0)
+    n_slots = n_routed + HAS_SHARED
+
+    offs_t = tl.arange(0, BLOCK_T)
+    tmask = offs_t < T
+
+    if pid < N1:
+        s = pid // N_IBLK
+        ib = pid % N_IBLK
+    else:
+        s = (pid - N1) // N_HBLK
+        hb = (pid - N1) % N_HBLK
+    if HAS_SHARED:
+        is_shared = s == S_MAX - 1
+    else:
+        is_shared = s < 0
+    e = _slot_expert(present, rank, offs_e, s)
+    I_s = tl.where(is_shared, IS, I)
+    slot_on = is_shared | (s < n_routed)
+
+    if pid < N1:
+        # ---------------- phase 1: gate/up rows of one expert for all its tokens ----------------
+        if slot_on & (ib * BLOCK_I < I_s):
+            if is_shared:
+                w_base = sw13_ptr
+                s_row = H
+            else:
+                w_base = w13_ptr + e.to(tl.int64) * s_w13e
+                s_row = s_w13r
+            offs_i = ib * BLOCK_I + tl.arange(0, BLOCK_I)
+            imask = offs_i < I_s
+            if USE_DOT:
+                acc_g = tl.zeros((BLOCK_I, BLOCK_T), dtype=tl.float32)
+                acc_u = tl.zeros((BLOCK_I, BLOCK_T), dtype=tl.float32)
+            else:
+                acc_g = tl.zeros((BLOCK_I, BLOCK_K), dtype=tl.float32)  # reduced over K once, after the loop
+                acc_u = tl.zeros((BLOCK_I, BLOCK_K), dtype=tl.float32)
+            for k0 in range(0, H, BLOCK_K):
+                offs_k = k0 + tl.arange(0, BLOCK_K)
+                kmask = offs_k < H
+                wmask = imask[:, None] & kmask[None, :]
+                wg = tl.load(w_base + offs_i[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
+                             eviction_policy="evict_first")
+                wu = tl.load(w_base + (offs_i + I_s)[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
+                             eviction_policy="evict_first")
+                if USE_DOT:
+                    xt = tl.load(x_ptr + offs_t[:, None] * s_xt + offs_k[None, :],
+                                 mask=tmask[:, None] & kmask[None, :], other=0.0)  # [BLOCK_T, BLOCK_K]
+                    acc_g = tl.dot(wg, tl.trans(xt), acc_g, input_precision=PREC)
+                    acc_u = tl.dot(wu, tl.trans(xt), acc_u, input_precision=PREC)
+                else:
+                    xv = tl.load(x_ptr + offs_k, mask=kmask, other=0.0).to(tl.float32)
+                    acc_g += wg.to(tl.float32) * xv[None, :]
+                    acc_u += wu.to(tl.float32) * xv[None, :]
+            if USE_DOT:
+                g = acc_g
+                u = acc_u
+            else:
+                g = tl.sum(acc_g, axis=1)[:, None]
+                u = tl.sum(acc_u, axis=1)[:, None]
+            act = g / (1.0 + tl.exp(-g)) * u  # SiLU(gate) · up, rounded to the activation dtype as the model does
+            a_ptrs = act_ptr + (s * T + offs_t[None, :]) * I_MAX + offs_i[:, None]
+            tl.store(a_ptrs, act.to(act_ptr.dtype.element_ty), mask=imask[:, None] & tmask[None, :])
+            tl.debug_barrier()  # every thread's stores precede the release below
+            tl.atomic_add(cnt_ptr + s, 1, sem="release", scope="gpu")
+    else:
+        # ------------- phase 2: one slot's down projection for a block of outputs -------------
+        if slot_on:
+            offs_h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
+            hmask = offs_h < H
+            if is_shared:
+                w_base = sw2_ptr
+                s_row = IS
+            else:
+                w_base = w2_ptr + e.to(tl.int64) * s_w2e
+                s_row = s_w2r
+            _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I))
+            if USE_DOT:
+                acc = tl.zeros((BLOCK_H, BLOCK_T), dtype=tl.float32)
+            else:
+                acc = tl.zeros((BLOCK_H, BLOCK_K2), dtype=tl.float32)
+            for k0 in range(0, I_s, BLOCK_K2):
+                offs_k = k0 + tl.arange(0, BLOCK_K2)
+                kmask = offs_k < I_s
+                w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :],
+                            mask=hmask[:, None] & kmask[None, :], other=0.0, eviction_policy="evict_first")
+                if USE_DOT:
+                    a = tl.load(act_ptr + (s * T + offs_t[:, None]) * I_MAX + offs_k[None, :],
+                                mask=tmask[:, None] & kmask[None, :], other=0.0, cache_modifier=".cg")
+                    acc = tl.dot(w, tl.trans(a), acc, input_precision=PREC)
+                else:
+                    a = tl.load(act_ptr + s * T * I_MAX + offs_k, mask=kmask, other=0.0,
+                                cache_modifier=".cg").to(tl.float32)
+                    acc += w.to(tl.float32) * a[None, :]
+            if USE_DOT:
+                y = acc
+            else:
+                y = tl.sum(acc, axis=1)[:, None]  # [BLOCK_H, 1]
+            # Partials per (token, top-k position): y times that position's routing weight.
+            if is_shared:
+                if SHARED_GATE:
+                    gacc = tl.zeros((BLOCK_T,), dtype=tl.float32)
+                    for k0 in range(0, H, BLOCK_K2):
+                        offs_k = k0 + tl.arange(0, BLOCK_K2)
+                        kmask = offs_k < H
+                        gv = tl.load(sgate_ptr + offs_k, mask=kmask, other=0.0).to(tl.float32)
+                        xv = tl.load(x_ptr + offs_t[:, None] * s_xt + offs_k[None, :],
+                                     mask=tmask[:, None] & kmask[None, :], other=0.0).to(tl.float32)
+                        gacc += tl.sum(xv * gv[None, :], axis=1)
+                    gw = tl.sigmoid(gacc)
+                else:
+                    gw = tl.full((BLOCK_T,), 1.0, dtype=tl.float32)
+                p_ptrs = part_ptr + (T * K + offs_t[None, :]) * H + offs_h[:, None]
+                tl.store(p_ptrs, y * gw[None, :], mask=hmask[:, None] & tmask[None, :])
+            else:
+                for j in tl.static_range(K):
+                    tid_j = tl.load(tid_ptr + offs_t * K + j, mask=tmask, other=-1)
+                    tw_j = tl.load(tw_ptr + offs_t * K + j, mask=tmask, other=0.0).to(tl.float32)
+                    hit = tid_j == e
+                    p_ptrs = part_ptr + (offs_t[None, :] * K + j) * H + offs_h[:, None]
+                    tl.store(p_ptrs, y * tw_j[None, :], mask=hmask[:, None] & (tmask & hit)[None, :])
+            tl.debug_barrier()
+            arrived = tl.atomic_add(cnt_ptr + S_MAX + hb, 1, sem="acq_rel", scope="gpu")
+            if arrived == n_slots - 1:
+                # Last slot for this block of outputs: sum the partials in a fixed order (deterministic).
+                offs_k2 = tl.arange(0, K_PAD)
+                tk = tmask[:, None] & (offs_k2[None, :] < K)
+                ids2 = tl.load(tid_ptr + offs_t[:, None] * K + offs_k2[None, :], mask=tk, other=0)
+                bad = tl.max((((ids2 < 0) | (ids2 >= E)) & tk).to(tl.int32), axis=1) > 0  # [BLOCK_T]
+                total = tl.zeros((BLOCK_H, BLOCK_T), dtype=tl.float32)
+                for j in tl.static_range(K):
+                    total += tl.load(part_ptr + (offs_t[None, :] * K + j) * H + offs_h[:, None],
+                                     mask=hmask[:, None] & tmask[None, :], other=0.0, cache_modifier=".cg")
+                if HAS_SHARED:
+                    total += tl.load(part_ptr + (T * K + offs_t[None, :]) * H + offs_h[:, None],
+                                     mask=hmask[:, None] & tmask[None, :], other=0.0, cache_modifier=".cg")
+                total = tl.where(bad[None, :], float("nan"), total)  # an out-of-range id poisons its token
+                o_ptrs = out_ptr + offs_t[None, :] * s_ot + offs_h[:, None]
+                tl.store(o_ptrs, total.to(out_ptr.dtype.element_ty), mask=hmask[:, None] & tmask[None, :])
+                tl.atomic_xchg(cnt_ptr + S_MAX + hb, 0, sem="relaxed", scope="gpu")
+                # The last block of outputs to finish resets the per-slot counters for the next call.
+                blocks_done = tl.atomic_add(cnt_ptr + S_MAX + N_HBLK, 1, sem="acq_rel", scope="gpu")
+                if blocks_done == N_HBLK - 1:
+                    for q in range(0, S_MAX):
+                        tl.atomic_xchg(cnt_ptr + q, 0, sem="relaxed", scope="gpu")
+                    tl.atomic_xchg(cnt_ptr + S_MAX + N_HBLK, 0, sem="relaxed", scope="gpu")
+
+
+_COUNTERS: dict[tuple, torch.Tensor] = {}
+
+
+def _counters(device: torch.device, n: int) -> torch.Tensor:
+    """int32 counters per (device, stream), zero between calls (the kernel resets the ones it used)."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (str(device), stream)
+    c = _COUNTERS.get(key)
+    if c is None or c.numel() < n:
+        c = _COUNTERS[key] = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+    return c
+
+
+def decode_config(T: int, k: int, H: int, I: int) -> dict:
+    """Launch parameters for the decode kernel.
+
+    Defaults pending the H200 sweep in benchmarks/sweep_moe.py (results in benchmarks/results/):
+    small tiles so that every routed expert is split over many programs and all of them are resident at
+    once (T=1, Qwen3-30B-A3B: 8 slots × 24 row blocks + 128 output blocks ≈ 320 programs on 132 SMs).
+    """
+    block_t = 1 if T == 1 else max(16, triton.next_power_of_2(T))
+    return dict(BLOCK_T=block_t, BLOCK_I=32 if block_t == 1 else 16, BLOCK_K=256 if block_t == 1 else 128,
+                BLOCK_H=16, BLOCK_K2=256 if block_t == 1 else 64, num_warps=4)
+
+
+def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, config: dict | None = None):
+    """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]."""
+    T, H = x.shape
+    E, I2, _ = w13.shape
+    I = I2 // 2
+    k = topk_ids.shape[1]
+    cfg = dict(decode_config(T, k, H, I), **(config or {}))
+    num_warps = cfg.pop("num_warps")
+    IS = shared[1].shape[1] if shared is not None else 0
+    i_max = max(I, IS)
+    s_max = min(E, T * k) + (shared is not None)
+    n_iblk = triton.cdiv(i_max, cfg["BLOCK_I"])
+    n_hblk = triton.cdiv(H, cfg["BLOCK_H"])
+    n1, n2 = s_max * n_iblk, s_max * n_hblk
+    act = torch.empty(s_max, T, i_max, dtype=x.dtype, device=x.device)
+    part = torch.empty(T * (k + 1), H, dtype=torch.float32, device=x.device)
+    ids = topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)
+    ids = ids.contiguous()
+    tw = topk_weights.contiguous()
+    sw13, sw2, sgate = shared if shared is not None else (x, x, None)
+    _moe_decode_kernel[(n1 + n2,)](
+        x, w13, w2, tw, ids, sw13, sw2, sgate if sgate is not None else x,
+        act, part, _counters(x.device, s_max + n_hblk + 1), out,
+        T, H, I, IS, E, i_max,
+        x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
+        K=k, K_PAD=triton.next_power_of_2(k), P_PAD=triton.next_power_of_2(T * k),
+        E_PAD=triton.next_power_of_2(E), S_MAX=s_max, N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
+        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, PREC=_prec(x.dtype),
+        num_warps=num_warps, **cfg,
+    )
+    return out

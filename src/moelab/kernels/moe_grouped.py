@@ -1,0 +1,166 @@
+"""Grouped MoE for large T (prefill, big batches): tokens grouped by expert, tensor-core GEMMs.
+
+Napkin math, Qwen3-30B-A3B prefill T=4096, k=8 (bf16):
+    FLOPs = 2 · T·k · 3·H·I = 309 GFLOP; weights 128 · 9.44 MB = 1.2 GB; activations ~0.2 GB
+    → compute-bound: floor ≈ 309 GFLOP / ~750 TFLOP/s ≈ 0.41 ms.
+Steps (no host synchronisation, so it can be graph-captured):
+  1. grouping on the device with torch's sort (stable argsort of the T·k expert ids), bincount and
+     cumsum: each expert's pairs are contiguous; tiles of BLOCK_M pairs never straddle two experts;
+     the grid is sized by the worst case (P/BLOCK_M + E tiles), surplus programs exit at once;
+  2. `_gate_up_kernel`: per (tile, block of I) gathers its tokens' rows of x, multiplies by the
+     expert's gate and up rows on tensor cores, SiLU(gate)·up in the epilogue → act[sorted pair, I];
+  3. `_down_kernel`: per (tile, block of H) act · w2[e]ᵀ, times the pair's routing weight → y[pair, H] fp32;
+  4. `_sum_k_kernel`: out[t] = Σ_j y[t·k + j] in a fixed order (deterministic; no atomics).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from moelab.kernels import dot_precision as _prec
+
+
+@triton.jit
+def _tile_of(pid_m, cum_tiles_ptr, E, E_PAD: tl.constexpr):
+    """Expert of tile pid_m and the tile's index inside that expert (cum_tiles: inclusive cumsum)."""
+    offs = tl.arange(0, E_PAD)
+    cum = tl.load(cum_tiles_ptr + offs, mask=offs < E, other=2**30)
+    e = tl.sum((cum <= pid_m).to(tl.int32), axis=0)
+    prev = tl.sum(tl.where(offs == e - 1, cum, 0), axis=0)  # tiles before expert e
+    return e, pid_m - prev
+
+
+@triton.jit
+def _gate_up_kernel(
+    x_ptr, w13_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, act_ptr,
+    H, I, E, K_TOP, s_xt, s_w13e, s_w13r,
+    E_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PREC: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    total = tl.load(cum_tiles_ptr + E - 1)
+    if pid_m < total:
+        e, tile = _tile_of(pid_m, cum_tiles_ptr, E, E_PAD)
+        seg = tl.load(start_ptr + e)
+        cnt = tl.load(count_ptr + e)
+        offs_m = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+        mmask = offs_m < cnt
+        pair = tl.load(order_ptr + seg + offs_m, mask=mmask, other=0)
+        tok = pair // K_TOP
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        nmask = offs_n < I
+        wbase = w13_ptr + e.to(tl.int64) * s_w13e
+        acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, H, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            kmask = offs_k < H
+            a = tl.load(x_ptr + tok[:, None] * s_xt + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0.0)
+            wg = tl.load(wbase + offs_n[None, :] * s_w13r + offs_k[:, None], mask=nmask[None, :] & kmask[:, None], other=0.0)
+            wu = tl.load(wbase + (offs_n + I)[None, :] * s_w13r + offs_k[:, None], mask=nmask[None, :] & kmask[:, None], other=0.0)
+            acc_g = tl.dot(a, wg, acc_g, input_precision=PREC)
+            acc_u = tl.dot(a, wu, acc_u, input_precision=PREC)
+        act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
+        rows = seg + offs_m
+        tl.store(act_ptr + rows[:, None].to(tl.int64) * I + offs_n[None, :], act.to(act_ptr.dtype.element_ty),
+                 mask=mmask[:, None] & nmask[None, :])
+
+
+@triton.jit
+def _down_kernel(
+    act_ptr, w2_ptr, tw_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, y_ptr,
+    H, I, E, s_w2e, s_w2r,
+    E_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PREC: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    total = tl.load(cum_tiles_ptr + E - 1)
+    if pid_m < total:
+        e, tile = _tile_of(pid_m, cum_tiles_ptr, E, E_PAD)
+        seg = tl.load(start_ptr + e)
+        cnt = tl.load(count_ptr + e)
+        offs_m = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+        mmask = offs_m < cnt
+        rows = seg + offs_m
+        pair = tl.load(order_ptr + rows, mask=mmask, other=0)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        nmask = offs_n < H
+        wbase = w2_ptr + e.to(tl.int64) * s_w2e
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, I, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            kmask = offs_k < I
+            a = tl.load(act_ptr + rows[:, None].to(tl.int64) * I + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0.0)
+            w = tl.load(wbase + offs_n[None, :] * s_w2r + offs_k[:, None], mask=nmask[None, :] & kmask[:, None], other=0.0)
+            acc = tl.dot(a, w, acc, input_precision=PREC)
+        wt = tl.load(tw_ptr + pair, mask=mmask, other=0.0).to(tl.float32)
+        acc = acc * wt[:, None]
+        tl.store(y_ptr + pair[:, None].to(tl.int64) * H + offs_n[None, :], acc, mask=mmask[:, None] & nmask[None, :])
+
+
+@triton.jit
+def _sum_k_kernel(y_ptr, extra_ptr, out_ptr, H, s_ot, K_TOP: tl.constexpr, HAS_EXTRA: tl.constexpr,
+                  BLOCK: tl.constexpr):
+    t = tl.program_id(0)
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < H
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for j in tl.static_range(K_TOP):
+        acc += tl.load(y_ptr + (t * K_TOP + j).to(tl.int64) * H + offs, mask=m, other=0.0)
+    if HAS_EXTRA:
+        acc += tl.load(extra_ptr + t.to(tl.int64) * H + offs, mask=m, other=0.0)
+    tl.store(out_ptr + t * s_ot + offs, acc.to(out_ptr.dtype.element_ty), mask=m)
+
+
+def grouped_config(P: int, H: int, I: int) -> dict:
+    """Tile sizes; provisional until the H200 prefill sweep (benchmarks/bench_moe.py) sets them."""
+    return dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3)
+
+
+def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
+    """y[T·k, H] fp32: each (token, slot) pair's weighted expert output."""
+    T, H = x.shape
+    E, I2, _ = w13.shape
+    I = I2 // 2
+    k = ids.shape[1]
+    P = T * k
+    flat = ids.reshape(-1).to(torch.int64)
+    order = torch.sort(flat, stable=True).indices.to(torch.int32)  # pairs grouped by expert, token order kept
+    count = torch.bincount(flat, minlength=E).to(torch.int32)
+    start = (torch.cumsum(count, 0) - count).to(torch.int32)
+    bm = cfg["BLOCK_M"]
+    cum_tiles = torch.cumsum((count + bm - 1) // bm, 0).to(torch.int32)
+    max_tiles = triton.cdiv(P, bm) + E
+    act = torch.empty(P, I, dtype=x.dtype, device=x.device)
+    y = torch.empty(P, H, dtype=torch.float32, device=x.device)
+    meta = dict(E_PAD=triton.next_power_of_2(E), BLOCK_M=bm, BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
+                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], PREC=_prec(x.dtype))
+    _gate_up_kernel[(max_tiles, triton.cdiv(I, cfg["BLOCK_N"]))](
+        x, w13, order, start, count, cum_tiles, act, H, I, E, k, x.stride(0), w13.stride(0), w13.stride(1), **meta)
+    _down_kernel[(max_tiles, triton.cdiv(H, cfg["BLOCK_N"]))](
+        act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, H, I, E,
+        w2.stride(0), w2.stride(1), **meta)
+    return y
+
+
+def moe_grouped(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, config: dict | None = None):
+    """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]."""
+    T, H = x.shape
+    k = topk_ids.shape[1]
+    cfg = dict(grouped_config(T * k, H, w2.shape[2]), **(config or {}))
+    y = _experts_pass(x, w13, w2, topk_weights, topk_ids, cfg)
+    extra = None
+    if shared is not None:
+        # The shared expert is a one-expert MoE that every token takes, weighted by its sigmoid gate.
+        sw13, sw2, sgate = shared
+        gate = (torch.sigmoid(x.float() @ sgate.float().t()) if sgate is not None
+                else torch.ones(T, 1, dtype=torch.float32, device=x.device))
+        extra = _experts_pass(x, sw13[None], sw2[None], gate, torch.zeros(T, 1, dtype=torch.int32, device=x.device), cfg)
+    BLOCK = 1024
+    _sum_k_kernel[(T, triton.cdiv(H, BLOCK))](y, extra if extra is not None else y, out, H, out.stride(0),
+                                              K_TOP=k, HAS_EXTRA=extra is not None, BLOCK=BLOCK, num_warps=4)
+    return out

@@ -1,0 +1,132 @@
+"""Top-k routing in one launch: softmax/top-k/renormalise, top-k then softmax, or sigmoid grouped top-k.
+
+Napkin math (per token): reads E logits (E·4 B), writes k weights + k ids (8k B); ~E·(k+4) compares.
+At decode sizes this kernel is pure latency (a few µs of launch, ~nothing of bandwidth): what matters
+is that it is one launch, not the five of softmax + topk + sum + div + cast.
+One program per token; top-k by k rounds of arg-max, ties to the lower index (as torch.topk here).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from moelab.ops.moe import _check_route_args
+
+_SCORING_CODE = {"softmax": 0, "topk_softmax": 1, "sigmoid": 2}
+
+
+@triton.jit
+def _route_kernel(
+    logits_ptr, bias_ptr, w_ptr, ids_ptr,  # [T, E] in, [E] in, [T, K] out fp32, [T, K] out int32
+    E, stride_lt,
+    scaling,
+    K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
+    SCORING: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
+    N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
+):
+    t = tl.program_id(0)
+    offs = tl.arange(0, E_PAD)
+    valid = offs < E
+    x = tl.load(logits_ptr + t * stride_lt + offs, mask=valid, other=-float("inf")).to(tl.float32)
+    kk = tl.arange(0, K_PAD)
+
+    if SCORING == 0:  # softmax, then top-k of the probabilities
+        m = tl.max(x, axis=0)
+        p = tl.exp(x - m)
+        score = p / tl.sum(p, axis=0)
+    elif SCORING == 1:  # top-k of the logits (softmax over the k comes after)
+        score = x
+    else:  # sigmoid; the choice adds the correction bias, the weight does not
+        s = tl.sigmoid(x)
+        score = s
+        if HAS_BIAS:
+            score = s + tl.load(bias_ptr + offs, mask=valid, other=0.0).to(tl.float32)
+        score = tl.where(valid, score, -float("inf"))
+        if N_GROUP > 1:
+            # Group score = sum of the group's top-2 choices; keep the best TOPK_GROUP groups.
+            G: tl.constexpr = E_PAD // N_GROUP
+            g2 = tl.reshape(score, (N_GROUP, G))
+            gcol = tl.arange(0, G)
+            top1 = tl.max(g2, axis=1)
+            first = tl.min(tl.where(g2 == top1[:, None], gcol[None, :], G), axis=1)
+            top2 = tl.max(tl.where(gcol[None, :] == first[:, None], -float("inf"), g2), axis=1)
+            gscore = top1 + top2
+            gidx = tl.arange(0, N_GROUP)
+            keep = tl.zeros((N_GROUP,), dtype=tl.int1)
+            for _ in tl.static_range(TOPK_GROUP):
+                best = tl.max(gscore, axis=0)
+                bi = tl.min(tl.where(gscore == best, gidx, N_GROUP), axis=0)
+                keep = keep | (gidx == bi)
+                gscore = tl.where(gidx == bi, -float("inf"), gscore)
+            keep_e = tl.reshape(tl.broadcast_to(keep[:, None], (N_GROUP, G)), (E_PAD,))
+            score = tl.where(keep_e, score, -float("inf"))
+
+    vals = tl.zeros((K_PAD,), dtype=tl.float32)
+    ids = tl.zeros((K_PAD,), dtype=tl.int32)
+    work = score
+    for j in tl.static_range(K):
+        best = tl.max(work, axis=0)
+        bi = tl.min(tl.where(work == best, offs, E_PAD), axis=0)
+        if SCORING == 2:
+            v = tl.sum(tl.where(offs == bi, s, 0.0), axis=0)  # weight = sigmoid without the bias
+        else:
+            v = best
+        vals = tl.where(kk == j, v, vals)
+        ids = tl.where(kk == j, bi, ids)
+        work = tl.where(offs == bi, -float("inf"), work)
+
+    if SCORING == 1:
+        vals = tl.where(kk < K, vals, -float("inf"))
+        m = tl.max(vals, axis=0)
+        ev = tl.exp(vals - m)
+        vals = ev / tl.sum(ev, axis=0)
+    elif RENORM:
+        vals = vals / tl.sum(vals, axis=0)
+    if SCORING == 2:
+        vals = vals * scaling
+    tl.store(w_ptr + t * K + kk, vals, mask=kk < K)
+    tl.store(ids_ptr + t * K + kk, ids, mask=kk < K)
+
+
+def route(
+    router_logits: torch.Tensor,
+    k: int,
+    scoring: str = "softmax",
+    renormalize: bool = True,
+    *,
+    correction_bias: torch.Tensor | None = None,
+    n_group: int = 1,
+    topk_group: int = 1,
+    scaling: float = 1.0,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Routing kernel; contract and formulas as `moelab.ops.moe.route_reference`.
+
+    Returns (topk_weights[T, k] fp32, topk_ids[T, k] int32); `out` may pass both buffers.
+    """
+    _check_route_args(router_logits, k, scoring, correction_bias, n_group, topk_group)
+    T, E = router_logits.shape
+    if router_logits.stride(1) != 1:
+        raise ValueError("router_logits must be contiguous along the expert dimension")
+    if out is None:
+        w = torch.empty(T, k, dtype=torch.float32, device=router_logits.device)
+        ids = torch.empty(T, k, dtype=torch.int32, device=router_logits.device)
+    else:
+        w, ids = out
+        if w.shape != (T, k) or ids.shape != (T, k) or w.dtype != torch.float32 or ids.dtype != torch.int32:
+            raise ValueError(f"out must be (fp32 [T={T}, k={k}], int32 [T, k])")
+    if T == 0:
+        return w, ids
+    e_pad = triton.next_power_of_2(E)
+    if n_group > 1 and e_pad != E:
+        raise ValueError(f"grouped routing needs a power-of-two expert count, got E={E}")
+    _route_kernel[(T,)](
+        router_logits, correction_bias if correction_bias is not None else router_logits, w, ids,
+        E, router_logits.stride(0), float(scaling),
+        K=k, K_PAD=triton.next_power_of_2(k), E_PAD=e_pad, SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize),
+        HAS_BIAS=correction_bias is not None, N_GROUP=n_group, TOPK_GROUP=topk_group,
+        GROUP_PAD=e_pad // n_group, num_warps=1 if e_pad <= 128 else 4,
+    )
+    return w, ids

@@ -1,0 +1,214 @@
+"""MoE routing and fused-expert kernels against the fp32 references in moelab.ops.moe.
+
+CPU: Triton interpreter, small shapes, fp32/fp16 (the interpreter cannot run a bf16 tl.dot).
+GPU: bf16 at real model shapes, 100 seeds per shape.
+"""
+
+import pytest
+import torch
+
+from moelab.kernels.moe import fused_moe
+from moelab.kernels.route import route
+from moelab.ops.moe import fused_moe_reference, route_reference
+
+CUDA = torch.cuda.is_available()
+DEV = "cuda" if CUDA else "cpu"
+# fp32 holds ~1e-7 per op; the kernels' dot products sum in another order than the reference: 1e-5 is
+# two orders above what they reach and far below what a wrong index or a missing term gives (O(1)).
+TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+def rel(a, b):
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
+def make(T, E, H, I, k, dtype, seed=0, shared=None, logits=None):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, H, generator=g).to(dtype).to(DEV)
+    w13 = (torch.randn(E, 2 * I, H, generator=g) * H ** -0.5).to(dtype).to(DEV)
+    w2 = (torch.randn(E, H, I, generator=g) * I ** -0.5).to(dtype).to(DEV)
+    lg = torch.randn(T, E, generator=g).to(DEV) if logits is None else logits
+    w, ids = route_reference(lg, k)
+    sh = None
+    if shared is not None:
+        IS, gated = shared
+        sh = ((torch.randn(2 * IS, H, generator=g) * H ** -0.5).to(dtype).to(DEV),
+              (torch.randn(H, IS, generator=g) * IS ** -0.5).to(dtype).to(DEV),
+              (torch.randn(1, H, generator=g) * H ** -0.5).to(dtype).to(DEV) if gated else None)
+    return x, w13, w2, w, ids, sh
+
+
+def poisoned(T, H, dtype):
+    return torch.full((T, H), float("nan"), dtype=dtype, device=DEV)
+
+
+# ------------------------------------------------------------------------------------------ routing
+
+@pytest.mark.parametrize("E,k", [(8, 1), (60, 4), (64, 6), (128, 8)])
+@pytest.mark.parametrize("scoring,kw", [
+    ("softmax", {}), ("softmax", {"renormalize": False}), ("topk_softmax", {}), ("sigmoid", {"scaling": 2.5})])
+def test_route_matches_reference(E, k, scoring, kw):
+    lg = torch.randn(7, E, generator=torch.Generator().manual_seed(E * k)).to(DEV)
+    w, ids = route(lg, k, scoring, **kw)
+    wr, ir = route_reference(lg, k, scoring, **kw)
+    assert torch.equal(ids.cpu(), ir.cpu())
+    assert rel(w, wr) < 1e-6
+
+
+def test_route_deepseek_grouped():
+    E, k = 64, 6
+    g = torch.Generator().manual_seed(1)
+    lg, bias = torch.randn(9, E, generator=g).to(DEV), (torch.randn(E, generator=g) * 0.1).to(DEV)
+    kw = dict(correction_bias=bias, n_group=8, topk_group=3, scaling=2.5)
+    w, ids = route(lg, k, "sigmoid", **kw)
+    wr, ir = route_reference(lg, k, "sigmoid", **kw)
+    assert torch.equal(ids.cpu(), ir.cpu())
+    assert rel(w, wr) < 1e-6
+    groups = (ids // (E // 8)).cpu()
+    assert all(len(set(r.tolist())) <= 3 for r in groups)  # only topk_group groups are used
+
+
+def test_route_ties_go_to_lower_index():
+    w, ids = route(torch.zeros(2, 60, device=DEV), 4)
+    assert ids.cpu().tolist() == [[0, 1, 2, 3]] * 2
+    assert torch.allclose(w.cpu(), torch.full((2, 4), 0.25))
+
+
+def test_route_empty_and_errors():
+    w, ids = route(torch.zeros(0, 16, device=DEV), 2)
+    assert w.shape == (0, 2) and ids.shape == (0, 2)
+    with pytest.raises(ValueError, match="k must be"):
+        route(torch.zeros(2, 16, device=DEV), 17)
+    with pytest.raises(ValueError, match="scoring"):
+        route(torch.zeros(2, 16, device=DEV), 2, "argmax")
+    with pytest.raises(ValueError, match="n_group"):
+        route(torch.zeros(2, 16, device=DEV), 2, "sigmoid", n_group=3)
+
+
+# ------------------------------------------------------------------------------------------ fused MoE
+
+SHAPES = [  # T, E, H, I, k
+    (1, 8, 64, 32, 2),
+    (3, 16, 96, 48, 4),
+    (16, 8, 64, 32, 8),  # every expert hit
+    (5, 60, 40, 24, 4),  # 60 experts (Qwen1.5-MoE), odd hidden
+    (2, 6, 45, 22, 3),   # odd everything
+]
+
+
+@pytest.mark.parametrize("path", ["decode", "grouped"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("T,E,H,I,k", SHAPES)
+def test_fused_moe_matches_reference(T, E, H, I, k, dtype, path):
+    x, w13, w2, w, ids, _ = make(T, E, H, I, k, dtype, seed=T * 31 + E)
+    out = fused_moe(x, w13, w2, w, ids, out=poisoned(T, H, dtype), path=path)
+    assert not out.isnan().any()
+    assert rel(out, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[dtype]
+
+
+@pytest.mark.parametrize("path", ["decode", "grouped"])
+@pytest.mark.parametrize("gated", [True, False])
+def test_shared_expert(path, gated):
+    T, E, H, I, k = 4, 8, 64, 32, 2
+    x, w13, w2, w, ids, sh = make(T, E, H, I, k, torch.float32, shared=(48, gated))
+    out = fused_moe(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), path=path)
+    ref = fused_moe_reference(x, w13, w2, w, ids, sh)
+    assert rel(out, ref) <= TOL[torch.float32]
+    assert rel(ref, fused_moe_reference(x, w13, w2, w, ids)) > 0.05  # the shared term really is there
+
+
+@pytest.mark.parametrize("path", ["decode", "grouped"])
+def test_skewed_routing(path):
+    """All tokens to one expert; one expert only; the same expert twice in a row."""
+    T, E, H, I = 12, 8, 64, 32
+    x, w13, w2, _, _, _ = make(T, E, H, I, 2, torch.float32)
+    cases = [
+        (torch.full((T, 1), 5, dtype=torch.int32), torch.ones(T, 1)),
+        (torch.tensor([[3, 3]] * T, dtype=torch.int32), torch.full((T, 2), 0.5)),
+        (torch.tensor([[7, 0]] * T, dtype=torch.int32), torch.rand(T, 2, generator=torch.Generator().manual_seed(0))),
+    ]
+    for ids, w in cases:
+        ids, w = ids.to(DEV), w.to(DEV)
+        out = fused_moe(x, w13, w2, w, ids, out=poisoned(T, H, x.dtype), path=path)
+        assert rel(out, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
+
+
+def test_decode_many_seeds():
+    """100 random seeds at one decode shape (routing and data both change)."""
+    worst = 0.0
+    for seed in range(100):
+        x, w13, w2, w, ids, _ = make(2, 8, 32, 16, 2, torch.float32, seed=seed)
+        out = fused_moe(x, w13, w2, w, ids, out=poisoned(2, 32, x.dtype), path="decode")
+        worst = max(worst, rel(out, fused_moe_reference(x, w13, w2, w, ids)))
+    assert worst <= TOL[torch.float32]
+
+
+@pytest.mark.parametrize("path", ["decode", "grouped"])
+def test_deterministic(path):
+    x, w13, w2, w, ids, sh = make(6, 16, 64, 32, 4, torch.float32, shared=(32, True))
+    a = fused_moe(x, w13, w2, w, ids, sh, path=path)
+    b = fused_moe(x, w13, w2, w, ids, sh, path=path)
+    assert torch.equal(a, b)
+
+
+def test_empty_and_errors():
+    x, w13, w2, w, ids, _ = make(2, 8, 32, 16, 2, torch.float32)
+    assert fused_moe(x[:0], w13, w2, w[:0], ids[:0]).shape == (0, 32)
+    with pytest.raises(ValueError, match="out of range"):
+        fused_moe(x, w13, w2, w, torch.full_like(ids, 8))
+    with pytest.raises(ValueError, match="out of range"):
+        fused_moe(x, w13, w2, w, torch.full_like(ids, -1))
+    with pytest.raises(ValueError, match="shape mismatch"):
+        fused_moe(x, w13, w2[:, :16], w, ids)
+    with pytest.raises(ValueError, match="dtypes differ"):
+        fused_moe(x.half(), w13, w2, w, ids)
+    with pytest.raises(ValueError, match=r"\[T=2, k\]"):
+        fused_moe(x, w13, w2, w[:1], ids[:1])
+    with pytest.raises(ValueError, match="contiguous"):
+        fused_moe(x, w13.transpose(1, 2).contiguous().transpose(1, 2), w2, w, ids)
+    with pytest.raises(ValueError, match="2I"):
+        fused_moe(x, w13[:, :31], w2, w, ids)
+
+
+def test_bad_id_poisons_row_when_unchecked():
+    """With the host check off (as under graph capture), a bad id gives NaN for its token, never a quiet answer."""
+    x, w13, w2, w, ids, _ = make(3, 8, 32, 16, 2, torch.float32)
+    ids = ids.clone()
+    ids[1, 0] = 9
+    out = fused_moe(x, w13, w2, w, ids, validate=False, path="decode")
+    assert out[1].isnan().all() and not out[0].isnan().any() and not out[2].isnan().any()
+
+
+# ------------------------------------------------------------------------------------------ GPU, bf16
+
+GPU_SHAPES = [  # E, H, I, k, shared I  — real models
+    (128, 2048, 768, 8, 0),    # Qwen3-30B-A3B
+    (256, 2048, 512, 8, 512),  # Qwen3.5-35B-A3B (shared expert, gated)
+    (256, 2048, 128, 8, 0),    # the first worklog's tp=4 shard
+    (32, 2880, 2880, 4, 0),    # gpt-oss-20b widths (hidden 2880)
+    (64, 2048, 1408, 6, 0),    # DeepSeek-V2-Lite expert width 1408
+    (60, 2048, 1408, 4, 0),    # Qwen1.5-MoE: 60 experts
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="bf16 tensor-core paths need a CUDA GPU (the interpreter has no bf16 dot)")
+@pytest.mark.parametrize("T", [1, 2, 8, 16, 64, 256])
+@pytest.mark.parametrize("E,H,I,k,SI", GPU_SHAPES)
+def test_gpu_bf16_real_shapes(E, H, I, k, SI, T):
+    seeds = 100 if T <= 16 else 10
+    g = torch.Generator(device="cuda").manual_seed(E + T)
+    w13 = (torch.randn(E, 2 * I, H, device="cuda", generator=g) * H ** -0.5).bfloat16()
+    w2 = (torch.randn(E, H, I, device="cuda", generator=g) * I ** -0.5).bfloat16()
+    sh = None
+    if SI:
+        sh = ((torch.randn(2 * SI, H, device="cuda", generator=g) * H ** -0.5).bfloat16(),
+              (torch.randn(H, SI, device="cuda", generator=g) * SI ** -0.5).bfloat16(),
+              (torch.randn(1, H, device="cuda", generator=g) * H ** -0.5).bfloat16())
+    worst = 0.0
+    for _ in range(seeds):
+        x = torch.randn(T, H, device="cuda", generator=g).bfloat16()
+        w, ids = route(torch.randn(T, E, device="cuda", generator=g), k)
+        out = fused_moe(x, w13, w2, w, ids, sh, out=torch.full((T, H), float("nan"), device="cuda", dtype=torch.bfloat16))
+        worst = max(worst, rel(out, fused_moe_reference(x, w13, w2, w, ids, sh)))
+    assert worst <= TOL[torch.bfloat16], worst
