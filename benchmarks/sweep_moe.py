@@ -58,10 +58,13 @@ def main() -> None:
             floor = (distinct * 3 * H * I * 2 + (3 * H * SI * 2 if SI else 0)) / (ceil.read_gbps * 1e3)
             base = decode_config(T, k, H, I)
             grid = []
-            if T == 1:
-                space = itertools.product([16, 32], [256, 512], [16, 32, 64], [256], [4, 8])
+            if T == 1:  # register-light tiles first (ptxas on CPU: 64-130 registers, no stack)
+                space = [(8, 256, 8, 256, 4), (8, 512, 8, 512, 8), (8, 512, 16, 512, 4), (4, 1024, 8, 512, 4),
+                         (16, 256, 16, 256, 4), (16, 256, 16, 256, 8), (8, 256, 16, 256, 4), (8, 256, 8, 256, 2),
+                         (4, 512, 4, 512, 2), (8, 128, 8, 128, 2), (4, 256, 8, 256, 2), (16, 512, 8, 512, 8)]
             else:
-                space = itertools.product([16, 32], [128], [16, 32, 64], [64, 128], [4])
+                space = [(16, 64, 16, 64, 4), (16, 128, 16, 64, 4), (16, 128, 32, 64, 8), (32, 64, 32, 64, 4),
+                         (16, 64, 32, 64, 4), (16, 128, 16, 128, 4), (16, 64, 16, 64, 2), (32, 128, 16, 64, 8)]
             grid = [dict(BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=nw) for bi, bk, bh, bk2, nw in space]
             x0, w130, w20, tw0, ids0 = sets[0]
             ref = ops.get("fused_moe", "eager")(x0, w130, w20, tw0, ids0, sh)

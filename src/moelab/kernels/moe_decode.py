@@ -81,12 +81,11 @@ def _moe_decode_kernel(
     offs_t = tl.arange(0, BLOCK_T)
     tmask = offs_t < T
 
-    if pid < N1:
-        s = pid // N_IBLK
-        ib = pid % N_IBLK
-    else:
-        s = (pid - N1) // N_HBLK
-        hb = (pid - N1) % N_HBLK
+    # Phase 1 is programs [0, N1) as (slot, row block); phase 2 the rest as (slot, output block).
+    q = tl.maximum(pid - N1, 0)
+    s = tl.where(pid < N1, pid // N_IBLK, q // N_HBLK)
+    ib = pid % N_IBLK
+    hb = q % N_HBLK
     if HAS_SHARED:
         is_shared = s == S_MAX - 1
     else:
@@ -110,8 +109,8 @@ def _moe_decode_kernel(
                 acc_g = tl.zeros((BLOCK_I, BLOCK_T), dtype=tl.float32)
                 acc_u = tl.zeros((BLOCK_I, BLOCK_T), dtype=tl.float32)
             else:
-                acc_g = tl.zeros((BLOCK_I, BLOCK_K), dtype=tl.float32)  # reduced over K once, after the loop
-                acc_u = tl.zeros((BLOCK_I, BLOCK_K), dtype=tl.float32)
+                acc_g = tl.zeros((BLOCK_I,), dtype=tl.float32)
+                acc_u = tl.zeros((BLOCK_I,), dtype=tl.float32)
             for k0 in range(0, H, BLOCK_K):
                 offs_k = k0 + tl.arange(0, BLOCK_K)
                 kmask = offs_k < H
@@ -127,14 +126,14 @@ def _moe_decode_kernel(
                     acc_u = tl.dot(wu, tl.trans(xt), acc_u, input_precision=PREC)
                 else:
                     xv = tl.load(x_ptr + offs_k, mask=kmask, other=0.0).to(tl.float32)
-                    acc_g += wg.to(tl.float32) * xv[None, :]
-                    acc_u += wu.to(tl.float32) * xv[None, :]
+                    acc_g += tl.sum(wg.to(tl.float32) * xv[None, :], axis=1)
+                    acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
             if USE_DOT:
                 g = acc_g
                 u = acc_u
             else:
-                g = tl.sum(acc_g, axis=1)[:, None]
-                u = tl.sum(acc_u, axis=1)[:, None]
+                g = acc_g[:, None]
+                u = acc_u[:, None]
             act = g / (1.0 + tl.exp(-g)) * u  # SiLU(gate) · up, rounded to the activation dtype as the model does
             a_ptrs = act_ptr + (s * T + offs_t[None, :]) * I_MAX + offs_i[:, None]
             tl.store(a_ptrs, act.to(act_ptr.dtype.element_ty), mask=imask[:, None] & tmask[None, :])
@@ -155,7 +154,7 @@ def _moe_decode_kernel(
             if USE_DOT:
                 acc = tl.zeros((BLOCK_H, BLOCK_T), dtype=tl.float32)
             else:
-                acc = tl.zeros((BLOCK_H, BLOCK_K2), dtype=tl.float32)
+                acc = tl.zeros((BLOCK_H,), dtype=tl.float32)
             for k0 in range(0, I_s, BLOCK_K2):
                 offs_k = k0 + tl.arange(0, BLOCK_K2)
                 kmask = offs_k < I_s
@@ -168,11 +167,11 @@ def _moe_decode_kernel(
                 else:
                     a = tl.load(act_ptr + s * T * I_MAX + offs_k, mask=kmask, other=0.0,
                                 cache_modifier=".cg").to(tl.float32)
-                    acc += w.to(tl.float32) * a[None, :]
+                    acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
             if USE_DOT:
                 y = acc
             else:
-                y = tl.sum(acc, axis=1)[:, None]  # [BLOCK_H, 1]
+                y = acc[:, None]  # [BLOCK_H, 1]
             # Partials per (token, top-k position): y times that position's routing weight.
             if is_shared:
                 if SHARED_GATE:
@@ -244,8 +243,9 @@ def decode_config(T: int, k: int, H: int, I: int) -> dict:
     once (T=1, Qwen3-30B-A3B: 8 slots × 24 row blocks + 128 output blocks ≈ 320 programs on 132 SMs).
     """
     block_t = 1 if T == 1 else max(16, triton.next_power_of_2(T))
-    return dict(BLOCK_T=block_t, BLOCK_I=32 if block_t == 1 else 16, BLOCK_K=256 if block_t == 1 else 128,
-                BLOCK_H=16, BLOCK_K2=256 if block_t == 1 else 64, num_warps=4)
+    if block_t == 1:
+        return dict(BLOCK_T=1, BLOCK_I=8, BLOCK_K=256, BLOCK_H=8, BLOCK_K2=256, num_warps=4)
+    return dict(BLOCK_T=block_t, BLOCK_I=16, BLOCK_K=64, BLOCK_H=16, BLOCK_K2=64, num_warps=4)
 
 
 def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, config: dict | None = None):

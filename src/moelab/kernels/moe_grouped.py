@@ -130,7 +130,8 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     P = T * k
     flat = ids.reshape(-1).to(torch.int64)
     order = torch.sort(flat, stable=True).indices.to(torch.int32)  # pairs grouped by expert, token order kept
-    count = torch.bincount(flat, minlength=E).to(torch.int32)
+    # scatter_add, not bincount: bincount syncs with the host to size its output (no graph capture).
+    count = torch.zeros(E, dtype=torch.int32, device=x.device).scatter_add_(0, flat, torch.ones_like(flat, dtype=torch.int32))
     start = (torch.cumsum(count, 0) - count).to(torch.int32)
     bm = cfg["BLOCK_M"]
     cum_tiles = torch.cumsum((count + bm - 1) // bm, 0).to(torch.int32)

@@ -1,0 +1,299 @@
+"""Flash-decoding attention over a KV cache: split the sequence across programs, then merge (Triton).
+
+Layout: q [B, Hq, D] or [B, Q, Hq, D] (Q new tokens, the last Q positions of each sequence, causal among
+themselves); k_cache, v_cache [B, Hk, S_max, D] (HF static cache layout, any strides); seq_lens [B] int.
+
+Kernel 1 (`_split_kernel`), grid (B·Hk, splits): one program holds every query row that shares one KV head
+(G = Hq/Hk heads × Q tokens, padded to a 16-row tensor-core tile), so each K/V byte is read once. The program
+walks its chunk of this sequence's keys in BLOCK_N tiles with an online softmax (base-2 exponentials) and writes
+a normalised partial output and its log-sum-exp. The chunk is computed in-kernel from the sequence's own length,
+so the split count picked on the host (no host sync, CUDA-graph safe) spreads each sequence over all its splits
+whatever its length. Kernel 2 (`_combine_kernel`), grid (B·Q·Hq): merges the partials by their log-sum-exp and
+adds the attention sink. With one split, kernel 1 finishes the rows itself and kernel 2 is skipped.
+
+Napkin math (bf16, GQA 32/4 × 128): bytes = B·Hk·L·D·2·2 (K and V) — 1k: 2.1 MB (0.5 µs at 4.3 TB/s), 16k: 33.6 MB
+(7.8 µs), 64k: 134 MB (31 µs); the fp32 partials add B·Q·Hq·splits·(D+1)·4 bytes written and read again
+(2.2 MB at B=1 with 66 splits: 6.5 % of the KV bytes at 16k, 1.6 % at 64k; 0.5 MB at 1k with 16 splits).
+FLOPs = 4·B·Q·Hq·L·D: 4·G flop per K/V element pair, ≈ 8 FLOP/B at G=8 — far below the ridge: memory-bound, and
+latency-bound below ~4k tokens, which is why the split count targets a full GPU rather than long chunks.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from moelab.kernels import dot_precision
+
+_LOG2E = 1.4426950408889634
+_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_MAX_SPLITS = 256
+
+
+@triton.jit
+def _split_kernel(
+    # pointers
+    q_ptr, k_ptr, v_ptr, lens_ptr, sinks_ptr, out_ptr, mid_o_ptr, mid_lse_ptr,
+    # sizes
+    HK, D, NQ, S_MAX, NUM_SPLITS, qk_scale, window,
+    # strides: q/out (b, token, head, d); k/v (b, head, s, d); lens (b); mid_o (b, token, head, split, d);
+    # mid_lse (b, token, head, split)
+    sqb, sqi, sqh, sqd, skb, skh, sks, skd, svb, svh, svs, svd, slb,
+    sob, soi, soh, sod, smb, smi, smh, sms, smd, slsb, slsi, slsh, slss,
+    # meta-parameters
+    G: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    HAS_WINDOW: tl.constexpr,
+    HAS_SINKS: tl.constexpr,
+    FINAL: tl.constexpr,  # one split: normalise and write `out` here
+    PRECISION: tl.constexpr,  # tl.dot input_precision: "ieee" for fp32 inputs
+):
+    bh = tl.program_id(0)
+    split = tl.program_id(1)
+    b = (bh // HK).to(tl.int64)
+    hk = (bh % HK).to(tl.int64)
+
+    rows = tl.arange(0, BLOCK_M)
+    qi = rows // G  # new-token index of the row
+    head = hk * G + rows % G  # query head of the row
+    row_ok = rows < G * NQ
+    dcols = tl.arange(0, BLOCK_D)
+    d_ok = dcols < D
+    q = tl.load(
+        q_ptr + b * sqb + qi[:, None] * sqi + head[:, None] * sqh + dcols[None, :] * sqd,
+        mask=row_ok[:, None] & d_ok[None, :], other=0.0,
+    )
+
+    seq_len = tl.minimum(tl.load(lens_ptr + b * slb).to(tl.int32), S_MAX)
+    qpos = seq_len - NQ + qi  # cache position of each row's token
+    lo = 0
+    if HAS_WINDOW:
+        lo = tl.maximum(seq_len - NQ - window + 1, 0)
+    # This program's chunk of [lo, seq_len): an equal share per split, rounded up to whole tiles.
+    chunk = tl.cdiv(tl.cdiv(seq_len - lo, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    start = lo + split * chunk
+    end = tl.minimum(start + chunk, seq_len)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
+    k_base = k_ptr + b * skb + hk * skh
+    v_base = v_ptr + b * svb + hk * svh
+    for n0 in range(start, end, BLOCK_N):
+        kpos = n0 + tl.arange(0, BLOCK_N)
+        kv_mask = (kpos < end)[:, None] & d_ok[None, :]
+        k = tl.load(k_base + kpos[:, None] * sks + dcols[None, :] * skd, mask=kv_mask, other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N], log2 units
+        ok = (kpos[None, :] < end) & (kpos[None, :] <= qpos[:, None]) & row_ok[:, None]
+        if HAS_WINDOW:
+            ok = ok & (kpos[None, :] > qpos[:, None] - window)
+        s = tl.where(ok, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with nothing visible yet stay at zero
+        p = tl.exp2(s - m_safe[:, None])
+        alpha = tl.exp2(m_i - m_safe)
+        v = tl.load(v_base + kpos[:, None] * svs + dcols[None, :] * svd, mask=kv_mask, other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i = m_new
+
+    if FINAL:
+        if HAS_SINKS:
+            sink = tl.load(sinks_ptr + head, mask=row_ok, other=float("-inf")).to(tl.float32) * 1.4426950408889634
+            m_f = tl.maximum(m_i, sink)
+            m_f = tl.where(m_f == float("-inf"), 0.0, m_f)
+            acc = acc * tl.exp2(m_i - m_f)[:, None]
+            l_i = l_i * tl.exp2(m_i - m_f) + tl.exp2(sink - m_f)
+        o = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+        tl.store(
+            out_ptr + b * sob + qi[:, None] * soi + head[:, None] * soh + dcols[None, :] * sod,
+            o.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :],
+        )
+    else:
+        o = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+        lse = tl.where(l_i > 0, m_i + tl.log2(tl.where(l_i > 0, l_i, 1.0)), float("-inf"))
+        tl.store(
+            mid_o_ptr + b * smb + qi[:, None] * smi + head[:, None] * smh + split * sms + dcols[None, :] * smd,
+            o, mask=row_ok[:, None] & d_ok[None, :],
+        )
+        tl.store(mid_lse_ptr + b * slsb + qi * slsi + head * slsh + split * slss, lse, mask=row_ok)
+
+
+@triton.jit
+def _combine_kernel(
+    # pointers
+    mid_o_ptr, mid_lse_ptr, sinks_ptr, out_ptr,
+    # sizes
+    HQ, NQ, D, NUM_SPLITS,
+    # strides
+    smb, smi, smh, sms, smd, slsb, slsi, slsh, slss, sob, soi, soh, sod,
+    # meta-parameters
+    HAS_SINKS: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    head = pid % HQ
+    qi = (pid // HQ) % NQ
+    b = (pid // (HQ * NQ)).to(tl.int64)
+    splits = tl.arange(0, BLOCK_S)
+    dcols = tl.arange(0, BLOCK_D)
+    s_ok = splits < NUM_SPLITS
+    lse = tl.load(mid_lse_ptr + b * slsb + qi * slsi + head * slsh + splits * slss, mask=s_ok, other=float("-inf"))
+    m = tl.max(lse, axis=0)
+    if HAS_SINKS:  # the sink is one more logit in the denominator, with no value
+        sink = tl.load(sinks_ptr + head).to(tl.float32) * 1.4426950408889634
+        m = tl.maximum(m, sink)
+        w = tl.exp2(lse - m)  # empty splits carry lse = -inf: weight 0
+        denom = tl.sum(w, axis=0) + tl.exp2(sink - m)
+    else:
+        w = tl.exp2(lse - m)
+        denom = tl.sum(w, axis=0)
+    o = tl.load(
+        mid_o_ptr + b * smb + qi * smi + head * smh + splits[:, None] * sms + dcols[None, :] * smd,
+        mask=s_ok[:, None] & (dcols < D)[None, :], other=0.0,
+    )
+    o = tl.sum(o * w[:, None], axis=0) / denom
+    tl.store(out_ptr + b * sob + qi * soi + head * soh + dcols * sod, o.to(out_ptr.dtype.element_ty), mask=dcols < D)
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of `device` (4 for the CPU interpreter, which has none)."""
+    if device.type != "cuda":
+        return 4
+    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def launch_params(b: int, hk: int, s_hint: int, d: int, sms: int) -> tuple[int, int]:
+    """(BLOCK_N, splits) for B sequences of Hk KV heads, about `s_hint` tokens long, head_dim d, on `sms` SMs.
+
+    BLOCK_N: K and V tiles of 16 KB each at D=128 bf16 (32 rows at D=256). With 3 pipeline stages a program holds
+    70 KB of shared memory (sm_90 compile), so 3 fit per SM.
+    splits: B·Hk·splits ≤ 2 programs per SM (rounded down, so no second wave: at B=8, Hk=4 on 132 SMs, 9 splits
+    would make 288 programs and a 24-program tail; 8 make 256) — but no more splits than the (hinted) sequence has
+    tiles, and at most 256 (the combine reads all of them). Analytic, not yet swept on an H200:
+    `benchmarks/bench_attention.py --sweep` times the neighbours.
+    """
+    block_n = 64 if d <= 128 else 32
+    splits = (2 * sms) // (b * hk)
+    return block_n, max(1, min(splits, triton.cdiv(s_hint, block_n), _MAX_SPLITS))
+
+
+def decode_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    seq_lens: torch.Tensor,
+    *,
+    scale: float | None = None,
+    sinks: torch.Tensor | None = None,
+    window: int | None = None,
+    out: torch.Tensor | None = None,
+    max_seq_len: int | None = None,
+    num_splits: int | None = None,
+    block_n: int | None = None,
+) -> torch.Tensor:
+    """softmax(q·Kᵀ·scale [+ sink]) · V for each sequence's valid keys (flash-decoding, two launches at most).
+
+    Shapes: q [B, Hq, D] or [B, Q, Hq, D]; k_cache/v_cache [B, Hk, S_max, D]; seq_lens [B] int32/int64
+    (token counts including the Q new ones; values above S_max are clamped to S_max); sinks [Hq] or None;
+    window: sliding-window size or None. Hq must be a multiple of Hk; scale defaults to 1/sqrt(D).
+    Tuning (optional): `max_seq_len` is a hint for the split count (default S_max; it never limits the
+    lengths read); `num_splits`, `block_n` override the heuristic (sweeps, tests).
+    Returns `out` (allocated, or the given one) of q's shape and dtype.
+    """
+    if q.dim() not in (3, 4):
+        raise ValueError(f"decode_attention: q must be [B, Hq, D] or [B, Q, Hq, D]; got {tuple(q.shape)}")
+    q4 = q.unsqueeze(1) if q.dim() == 3 else q
+    b, nq, hq, d = q4.shape
+    if k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
+        raise ValueError(
+            f"decode_attention: k_cache and v_cache must be one shape [B, Hk, S_max, D]; "
+            f"got {tuple(k_cache.shape)} and {tuple(v_cache.shape)}"
+        )
+    _, hk, s_max, dk = k_cache.shape
+    if k_cache.shape[0] != b or dk != d:
+        raise ValueError(f"decode_attention: k_cache is {tuple(k_cache.shape)}; expected [{b}, Hk, S_max, {d}]")
+    if hk == 0 or hq % hk:
+        raise ValueError(f"decode_attention: {hq} query heads is not a multiple of {hk} KV heads")
+    if q.dtype not in _DTYPES or k_cache.dtype != q.dtype or v_cache.dtype != q.dtype:
+        raise TypeError(
+            f"decode_attention: q/k_cache/v_cache dtypes {q.dtype}/{k_cache.dtype}/{v_cache.dtype}; "
+            "expected one of float16/bfloat16/float32 for all three"
+        )
+    if d == 0 or d > 512:
+        raise ValueError(f"decode_attention: head_dim {d} is outside 1..512")
+    dev = q.device
+    if dev.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise ValueError(
+            f"decode_attention: q is on {dev}; moelab's Triton kernels need a CUDA tensor (or TRITON_INTERPRET=1)"
+        )
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache), ("seq_lens", seq_lens)):
+        if t.device != dev:
+            raise ValueError(f"decode_attention: {name} is on {t.device}, q on {dev}")
+    if seq_lens.shape != (b,) or seq_lens.dtype not in (torch.int32, torch.int64):
+        raise ValueError(
+            f"decode_attention: seq_lens must be [{b}] int32/int64; got {tuple(seq_lens.shape)} {seq_lens.dtype}"
+        )
+    if sinks is not None and (sinks.shape != (hq,) or sinks.device != dev):
+        raise ValueError(f"decode_attention: sinks must be [{hq}] on {dev}; got {tuple(sinks.shape)} on {sinks.device}")
+    if window is not None and window < 1:
+        raise ValueError(f"decode_attention: window must be >= 1, not {window}")
+    if out is None:
+        out = torch.empty(q.shape, dtype=q.dtype, device=dev)
+    elif out.shape != q.shape or out.dtype != q.dtype or out.device != dev:
+        raise ValueError(f"decode_attention: out must be {tuple(q.shape)} {q.dtype} on {dev}")
+    if b == 0 or nq == 0 or hq == 0 or s_max == 0:
+        return out.zero_() if s_max == 0 else out
+    out4 = out.unsqueeze(1) if q.dim() == 3 else out
+
+    auto_block_n, auto_splits = launch_params(b, hk, max_seq_len or s_max, d, sm_count(dev))
+    block_n = block_n or auto_block_n
+    if block_n < 16 or block_n & (block_n - 1):
+        raise ValueError(f"decode_attention: block_n must be a power of two >= 16, not {block_n}")
+    splits = max(1, min(num_splits or auto_splits, _MAX_SPLITS))
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    g = hq // hk
+    block_m = max(16, triton.next_power_of_2(g * nq))
+    block_d = max(16, triton.next_power_of_2(d))
+    final = splits == 1
+    if final:
+        mid_o = mid_lse = out4  # unused
+        mid_strides = (0,) * 9
+    else:
+        mid_o = torch.empty((b, nq, hq, splits, d), dtype=torch.float32, device=dev)
+        mid_lse = torch.empty((b, nq, hq, splits), dtype=torch.float32, device=dev)
+        mid_strides = (*mid_o.stride(), *mid_lse.stride())
+    sinks_arg = sinks if sinks is not None else q4  # unused without sinks
+    _split_kernel[(b * hk, splits)](
+        q4, k_cache, v_cache, seq_lens, sinks_arg, out4, mid_o, mid_lse,
+        hk, d, nq, s_max, splits, scale * _LOG2E, window or 0,
+        *q4.stride(), *k_cache.stride(), *v_cache.stride(), seq_lens.stride(0),
+        *out4.stride(), *mid_strides,
+        G=g, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
+        HAS_WINDOW=window is not None, HAS_SINKS=sinks is not None, FINAL=final,
+        PRECISION=dot_precision(q.dtype),  # fp32 caches get true fp32 products, not tf32
+        num_warps=4, num_stages=3,
+    )
+    if not final:
+        block_s = triton.next_power_of_2(splits)
+        _combine_kernel[(b * nq * hq,)](
+            mid_o, mid_lse, sinks_arg, out4,
+            hq, nq, d, splits,
+            *mid_o.stride(), *mid_lse.stride(), *out4.stride(),
+            HAS_SINKS=sinks is not None, BLOCK_S=block_s, BLOCK_D=block_d,
+            num_warps=max(4, min(16, block_s * block_d // 2048)),  # ≤ 64 fp32 partial values per thread at warp 32
+        )
+    return out

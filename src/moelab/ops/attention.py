@@ -1,0 +1,78 @@
+"""Decode attention against a KV cache: the plain-torch reference.
+
+Layout (HF static cache): k_cache, v_cache [B, Hk, S_max, D]; sequence b holds `seq_lens[b]` valid tokens at
+positions 0 .. seq_lens[b]-1, and its Q new query tokens are the last Q of them (already written to the cache),
+so query i sits at position `seq_lens[b] - Q + i` and attends causally to keys at positions <= its own.
+GQA: query head h reads KV head h // (Hq // Hk).
+
+Optional: `sinks` [Hq] (gpt-oss attention sinks: one extra logit per head in the softmax denominator, with no value)
+and `window` (sliding window: a query at position p sees keys p-window+1 .. p, as HF's sliding mask does).
+
+The reference computes scores and the weighted sum in fp32 over the whole cache with a mask, so it needs no host
+sync (it is CUDA-graph capturable); it reads the full S_max, which is fine for a reference.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from moelab import ops
+from moelab.kernels.attention import decode_attention as _decode_attention_kernel
+
+
+def decode_attention_reference(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    seq_lens: torch.Tensor,
+    *,
+    scale: float | None = None,
+    sinks: torch.Tensor | None = None,
+    window: int | None = None,
+) -> torch.Tensor:
+    """softmax(q·Kᵀ·scale [+ sink]) · V per sequence, fp32 accumulate, output in q's dtype.
+
+    Shapes: q [B, Hq, D] (one new token) or [B, Q, Hq, D]; k_cache/v_cache [B, Hk, S_max, D];
+    seq_lens [B] (int, each in [Q, S_max]); sinks [Hq] or None. Returns q's shape.
+    `scale` defaults to 1/sqrt(D).
+    """
+    one_token = q.dim() == 3
+    q4 = q.unsqueeze(1) if one_token else q  # [B, Q, Hq, D]
+    b, nq, hq, d = q4.shape
+    hk, s_max = k_cache.shape[1], k_cache.shape[2]
+    g = hq // hk
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+
+    # [B, Hk, G*Q, D]: the query rows that share one KV head, so K and V are never repeated.
+    qf = q4.float().permute(0, 2, 1, 3).reshape(b, hk, g * nq, d)
+    scores = torch.matmul(qf, k_cache.float().transpose(-1, -2)) * scale  # [B, Hk, G*Q, S_max]
+    scores = scores.view(b, hk, g, nq, s_max)
+
+    lens = seq_lens.to(device=q.device, dtype=torch.int64)
+    qpos = lens[:, None] - nq + torch.arange(nq, device=q.device)[None, :]  # [B, Q]
+    kpos = torch.arange(s_max, device=q.device)
+    visible = kpos[None, None, :] <= qpos[:, :, None]  # [B, Q, S_max]
+    if window is not None:
+        visible &= kpos[None, None, :] > qpos[:, :, None] - window
+    scores = scores.masked_fill(~visible[:, None, None], float("-inf"))
+
+    if sinks is not None:
+        sink = sinks.float().view(1, hk, g, 1, 1).expand(b, hk, g, nq, 1)
+        probs = torch.softmax(torch.cat((scores, sink), dim=-1), dim=-1)[..., :-1]
+    else:
+        probs = torch.softmax(scores, dim=-1)
+
+    out = torch.matmul(probs.view(b, hk, g * nq, s_max), v_cache.float())  # [B, Hk, G*Q, D]
+    out = out.view(b, hk, g, nq, d).permute(0, 3, 1, 2, 4).reshape(b, nq, hq, d).to(q.dtype)
+    return out[:, 0] if one_token else out
+
+
+ops.register(
+    "decode_attention",
+    decode_attention_reference,
+    _decode_attention_kernel,
+    doc="Flash-decoding attention over a [B, Hk, S_max, D] KV cache with per-sequence lengths, GQA, "
+    "optional sinks and sliding window.",
+)

@@ -1,0 +1,118 @@
+"""Shared setup for kernel tests: the Triton interpreter on machines without CUDA, one tolerance table.
+
+TRITON_INTERPRET must be set before triton (or any moelab kernel module) is imported, hence at module top.
+"""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# ‖out − ref‖ / ‖ref‖ allowed per dtype of the tensors compared. One rounding is 2⁻²⁴ / 2⁻¹¹ / 2⁻⁹ relative
+# (fp32/fp16/bf16, to nearest); kernels that round in another order differ by about one rounding on some elements.
+# bf16 has the most slack because the Triton interpreter (CPU) rounds fp32 -> bf16 toward zero, not to nearest:
+# a chain of six bf16 roundings (q-norm + RoPE) measured 1.5e-2 there. A wrong kernel is off by > 0.1.
+TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """‖out − ref‖ / ‖ref‖ in fp64 (the plain norm of out − ref when ref is all zeros); NaN anywhere gives NaN."""
+    o, r = out.double(), ref.double()
+    num = torch.linalg.vector_norm(o - r).item()
+    den = torch.linalg.vector_norm(r).item()
+    return num / den if den > 0 else num
+
+
+def assert_close(out: torch.Tensor, ref: torch.Tensor, tol: float | None = None) -> float:
+    """Fail unless shapes and dtypes match and rel_err(out, ref) ≤ tol (default TOL[ref.dtype]); return the error."""
+    assert out.shape == ref.shape, f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}"
+    assert out.dtype == ref.dtype, f"dtype {out.dtype} != reference {ref.dtype}"
+    tol = TOL[ref.dtype] if tol is None else tol
+    err = rel_err(out, ref)
+    assert err <= tol, f"relative error {err:.3g} > {tol:.3g}"
+    return err
+
+
+@pytest.fixture
+def close():
+    """The `assert_close` helper as a fixture, so test modules need not import this conftest by name."""
+    return assert_close
+
+
+# Kernels compiled ahead of time for an H100/H200 (sm_90) on a machine without a GPU. The interpreter runs
+# kernels as Python and cannot see compile-time errors (a variable whose type differs between the branches of a
+# runtime `if`, an argument specialised to a constant on one side only, an unsupported dot shape), nor what the
+# code becomes (vector loads, pipelined copies, libdevice calls). Each entry: (module, kernel, argument types
+# (default i32), constexpr / specialised values, arguments Triton marks 16-divisible at run time).
+SM90_JOBS = {
+    "add_rmsnorm": ("rmsnorm", "_add_rmsnorm_kernel",
+                    {"x_ptr": "*bf16", "res_ptr": "*bf16", "w_ptr": "*bf16", "out_ptr": "*bf16",
+                     "res_out_ptr": "*bf16", "eps": "fp32"},
+                    {"sxc": 1, "src": 1, "soc": 1, "sqc": 1, "HAS_RESIDUAL": True, "OFFSET": False, "BLOCK_H": 2048},
+                    ["x_ptr", "res_ptr", "w_ptr", "out_ptr", "res_out_ptr", "H", "sxr", "srr", "sor", "sqr"]),
+    "qk_norm_rope_hk1": ("rope", "_qk_norm_rope_kernel",
+                         {"q_ptr": "*bf16", "k_ptr": "*bf16", "qw_ptr": "*bf16", "kw_ptr": "*bf16",
+                          "pos_ptr": "*i64", "inv_freq_ptr": "*fp32", "qo_ptr": "*bf16", "ko_ptr": "*bf16",
+                          "eps": "fp32"},
+                         {"HK": 1, "sqd": 1, "skd": 1, "sod": 1, "sud": 1, "spt": 1, "Q_BLOCKS": 2, "NORM": True,
+                          "OFFSET": False, "BLOCK_HEADS": 16, "BLOCK_D": 128},
+                         []),
+    "attention_split": ("attention", "_split_kernel",
+                        {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "lens_ptr": "*i32",
+                         "sinks_ptr": "*bf16", "out_ptr": "*bf16", "mid_o_ptr": "*fp32", "mid_lse_ptr": "*fp32",
+                         "qk_scale": "fp32"},
+                        {"HK": 1, "NQ": 1, "sqd": 1, "skd": 1, "svd": 1, "slb": 1, "sod": 1, "smd": 1, "slss": 1,
+                         "G": 8, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_D": 128, "HAS_WINDOW": True,
+                         "HAS_SINKS": True, "FINAL": False, "PRECISION": "tf32"},
+                        ["q_ptr", "k_ptr", "v_ptr", "mid_o_ptr", "sqb", "sqh", "skb", "skh", "sks", "svb", "svh",
+                         "svs", "smb", "smh", "sms", "D"]),
+    "attention_combine": ("attention", "_combine_kernel",
+                          {"mid_o_ptr": "*fp32", "mid_lse_ptr": "*fp32", "sinks_ptr": "*bf16", "out_ptr": "*bf16"},
+                          {"NQ": 1, "smd": 1, "slss": 1, "sod": 1, "HAS_SINKS": True, "BLOCK_S": 64,
+                           "BLOCK_D": 128},
+                          []),
+}
+
+_SM90_SCRIPT = r"""
+import importlib, json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+jobs, out = json.loads(sys.argv[1]), {}
+for name, (module, kernel, types, consts, div16) in jobs.items():
+    fn = getattr(importlib.import_module("moelab.kernels." + module), kernel)
+    sig = {n: ("constexpr" if n in consts else types.get(n, "i32")) for n in fn.arg_names}
+    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16}
+    try:
+        k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
+                           target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+        out[name] = {"ptx": k.asm["ptx"]}
+    except Exception as e:
+        out[name] = {"error": f"{type(e).__name__}: {e}"}
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="session")
+def sm90():
+    """{job name: {"ptx": text} or {"error": message}} for SM90_JOBS, compiled once per session.
+
+    In a subprocess with the interpreter off: under TRITON_INTERPRET=1 `triton.jit` gives interpreter wrappers,
+    and the interpreter patches triton.language in ways the compiler trips over. Skipped on a GPU machine
+    (the real tests compile every kernel there) and where this Triton cannot target sm_90.
+    """
+    import json
+    import subprocess
+    import sys
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the real tests compile every kernel for it")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _SM90_SCRIPT, json.dumps(SM90_JOBS)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        pytest.skip(f"this Triton cannot compile for sm_90 here: {proc.stderr.strip().splitlines()[-1:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -1,0 +1,194 @@
+"""Flash-decoding attention kernel against the masked fp32 reference (CPU: Triton interpreter, fp32/fp16:
+the interpreter cannot run a bf16 tl.dot, so bf16 is tested on a GPU only)."""
+
+import pytest
+import torch
+
+from moelab import ops
+from moelab.kernels.attention import decode_attention
+from moelab.ops.attention import decode_attention_reference
+
+DTYPES = [torch.float32, torch.float16]
+DEV = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: the Triton interpreter
+
+
+def _inputs(b, nq, hq, hk, s_max, d, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    shape = (b, hq, d) if nq == 1 else (b, nq, hq, d)
+    q = torch.randn(shape, generator=g).to(dtype)
+    k = torch.randn(b, hk, s_max, d, generator=g).to(dtype)
+    v = torch.randn(b, hk, s_max, d, generator=g).to(dtype)
+    return q.to(DEV), k.to(DEV), v.to(DEV)
+
+
+def _run(q, k, v, lens, close, tol=None, **kw):
+    seq_lens = torch.tensor(lens, dtype=torch.int32, device=DEV)
+    out = torch.full(q.shape, float("nan"), dtype=q.dtype, device=DEV)
+    got = decode_attention(q, k, v, seq_lens, out=out, **kw)
+    assert got is out
+    ref_kw = {n: kw[n] for n in ("scale", "sinks", "window") if n in kw}
+    return close(got, decode_attention_reference(q, k, v, seq_lens, **ref_kw), tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("gqa", [1, 4, 8])
+@pytest.mark.parametrize("splits", [None, 1, 5])
+def test_per_sequence_lengths(gqa, splits, dtype, close):
+    # Lengths 1, 17 and 300 with 16-key tiles: single key, a partial tile, and many tiles over 5 splits.
+    q, k, v = _inputs(3, 1, 2 * gqa, 2, 320, 64, dtype)
+    _run(q, k, v, [1, 17, 300], close, num_splits=splits, block_n=16)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_speculative_tokens_are_causal(dtype, close):
+    # Q=3 new tokens per sequence; a sequence of exactly Q tokens sees a triangle.
+    q, k, v = _inputs(2, 3, 8, 2, 100, 32, dtype, seed=1)
+    _run(q, k, v, [3, 97], close, num_splits=4, block_n=16)
+    _run(q, k, v, [3, 97], close, num_splits=1, block_n=16)
+
+
+@pytest.mark.parametrize("splits", [1, 3])
+def test_sinks_and_window(splits, close):
+    q, k, v = _inputs(2, 2, 8, 1, 100, 32, torch.float32, seed=2)
+    sinks = torch.randn(8, device=DEV)
+    _run(q, k, v, [50, 99], close, num_splits=splits, block_n=16, sinks=sinks)
+    _run(q, k, v, [50, 99], close, num_splits=splits, block_n=16, window=20)
+    _run(q, k, v, [2, 99], close, num_splits=splits, block_n=16, window=1, sinks=sinks, scale=0.3)
+
+
+def test_odd_head_dim_and_auto_params(close):
+    q, k, v = _inputs(2, 1, 4, 4, 70, 7, torch.float16, seed=3)
+    _run(q, k, v, [70, 33], close)
+
+
+def test_non_contiguous_layouts(close):
+    # KV stored [B, S, Hk, D] (token-major) and viewed as [B, Hk, S, D]; q sliced out of a wider buffer.
+    b, hq, hk, s, d = 2, 8, 2, 90, 32
+    kbuf = torch.randn(b, s, hk, d, device=DEV).half()
+    vbuf = torch.randn(b, s, hk, d, device=DEV).half()
+    qbuf = torch.randn(b, hq, 2 * d, device=DEV).half()
+    q, k, v = qbuf[..., :d], kbuf.permute(0, 2, 1, 3), vbuf.permute(0, 2, 1, 3)
+    assert not (q.is_contiguous() or k.is_contiguous())
+    _run(q, k, v, [90, 41], close, num_splits=3, block_n=16)
+
+
+def test_reads_nothing_past_the_length(close):
+    q, k, v = _inputs(2, 1, 4, 2, 64, 16, torch.float32, seed=4)
+    lens = torch.tensor([10, 37], dtype=torch.int32, device=DEV)
+    ref = decode_attention_reference(q, k, v, lens)
+    for i, n in enumerate(lens.tolist()):
+        k[i, :, n:] = float("nan")
+        v[i, :, n:] = float("inf")
+    close(decode_attention(q, k, v, lens, num_splits=3, block_n=16), ref)
+
+
+def test_weights_sum_to_one():
+    # With V = 1 everywhere, every output is exactly the softmax's total weight: 1.
+    q, k, _ = _inputs(2, 1, 8, 2, 50, 16, torch.float32, seed=5)
+    v = torch.ones_like(k)
+    out = decode_attention(q, 10 * k, v, torch.tensor([50, 1], device=DEV), num_splits=4, block_n=16)
+    torch.testing.assert_close(out, torch.ones_like(out), rtol=1e-6, atol=1e-6)
+
+
+def test_registry():
+    assert ops.get("decode_attention", "moelab") is decode_attention
+    assert ops.get("decode_attention", "eager") is decode_attention_reference
+
+
+def test_errors(monkeypatch):
+    q, k, v = _inputs(2, 1, 6, 4, 16, 16, torch.float32)
+    lens = torch.tensor([4, 4], device=DEV)
+    with pytest.raises(ValueError, match="not a multiple"):
+        decode_attention(q, k, v, lens)
+    q, k, v = _inputs(2, 1, 8, 4, 16, 16, torch.float32)
+    with pytest.raises(TypeError, match="dtypes"):
+        decode_attention(q, k.half(), v, lens)
+    with pytest.raises(ValueError, match="seq_lens must be"):
+        decode_attention(q, k, v, lens.float())
+    with pytest.raises(ValueError, match="one shape"):
+        decode_attention(q, k, v[:, :, :8], lens)
+    with pytest.raises(ValueError, match="window must be"):
+        decode_attention(q, k, v, lens, window=0)
+    with pytest.raises(ValueError, match="sinks must be"):
+        decode_attention(q, k, v, lens, sinks=torch.zeros(4, device=DEV))
+    with pytest.raises(ValueError, match="block_n must be"):
+        decode_attention(q, k, v, lens, block_n=24)
+    with pytest.raises(ValueError, match="q must be"):
+        decode_attention(q[0], k, v, lens)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(ValueError, match="need a CUDA tensor"):
+        decode_attention(q.cpu(), k.cpu(), v.cpu(), lens.cpu())
+
+
+@pytest.mark.parametrize("lens", [[1, 1000], [16384, 70001]])
+def test_gpu_bf16_long_contexts(lens, close):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (bf16 tl.dot, long contexts)")
+    q, k, v = _inputs(2, 1, 32, 4, max(lens), 128, torch.bfloat16)
+    seq_lens = torch.tensor(lens, device="cuda", dtype=torch.int32)
+    ref = decode_attention_reference(q, k, v, seq_lens)
+    close(decode_attention(q, k, v, seq_lens), ref)
+    close(decode_attention(q, k, v, seq_lens, num_splits=1), ref)
+    q4 = torch.randn(2, 4, 32, 128, device="cuda", dtype=torch.bfloat16)
+    lens4 = seq_lens.clamp(min=4)  # Q new tokens need at least Q positions
+    close(decode_attention(q4, k, v, lens4), decode_attention_reference(q4, k, v, lens4))
+
+
+def test_split_heuristic_fills_the_gpu_without_empty_tiles():
+    from moelab.kernels.attention import launch_params
+
+    assert launch_params(1, 4, 1024, 128, 132) == (64, 16)  # 1k: one 64-key tile per split, 64 programs
+    assert launch_params(1, 4, 65536, 128, 132) == (64, 66)  # 64k: 264 programs = 2 per SM
+    assert launch_params(8, 4, 16384, 128, 132) == (64, 8)  # B=8: 256 programs, no second wave
+    assert launch_params(64, 4, 16384, 128, 132)[1] == 1  # enough sequences: one split, no combine
+    assert launch_params(1, 1, 10**6, 256, 132) == (32, 256)  # capped at 256 splits
+
+
+def test_length_hint_never_limits_what_is_read(close):
+    q, k, v = _inputs(2, 1, 8, 2, 300, 32, torch.float32, seed=6)
+    _run(q, k, v, [300, 129], close, max_seq_len=16, block_n=16)
+
+
+def test_gpu_cuda_graph_replay_with_growing_lengths(close):
+    # The engine captures one decode step and replays it as the sequence grows: the split count is fixed at
+    # capture, the lengths live on the device, and no host sync may happen in the launcher.
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (graph capture)")
+    q, k, v = _inputs(2, 1, 32, 4, 4096, 128, torch.bfloat16)
+    lens = torch.tensor([1, 100], device="cuda", dtype=torch.int32)
+    out = torch.empty_like(q)
+    decode_attention(q, k, v, lens, out=out)  # warm-up: compile outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        decode_attention(q, k, v, lens, out=out)
+    for new in ([1, 100], [2, 1000], [4000, 4096]):
+        lens.copy_(torch.tensor(new, dtype=torch.int32))
+        graph.replay()
+        close(out, decode_attention_reference(q, k, v, lens))
+
+
+def test_reference_agrees_with_sdpa():
+    # The reference itself, against torch's SDPA (math backend on CPU) with an explicit causal mask.
+    q, k, v = (t.cpu() for t in _inputs(1, 3, 8, 2, 40, 16, torch.float32, seed=8))
+    n = 29
+    ref = decode_attention_reference(q, k, v, torch.tensor([n]))
+    mask = torch.ones(3, n, dtype=torch.bool).tril(n - 3)
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k[:, :, :n], v[:, :, :n], attn_mask=mask, enable_gqa=True
+    ).transpose(1, 2)
+    torch.testing.assert_close(ref, want, rtol=1e-5, atol=1e-5)
+
+
+def _ptx(sm90, name):
+    job = sm90[name]
+    assert "error" not in job, job.get("error")
+    return job["ptx"]
+
+
+def test_compiles_for_sm90(sm90):
+    # What the interpreter cannot check: both kernels compile for an H200, K/V loads are pipelined (cp.async)
+    # and the dots run on tensor cores (mma.sync).
+    split = _ptx(sm90, "attention_split")
+    assert "cp.async" in split and "mma.sync" in split
+    _ptx(sm90, "attention_combine")
