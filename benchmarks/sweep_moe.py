@@ -18,6 +18,7 @@ import torch
 from moelab import hardware, ops, timing
 from moelab.kernels.moe_decode import decode_config, moe_decode
 from moelab.kernels.moe_grouped import moe_grouped
+from moelab.kernels.moe_pairs import moe_pairs
 
 SHAPES = {  # E, H, I, k, shared I
     "qwen3": (128, 2048, 768, 8, 0),
@@ -30,6 +31,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="qwen3,shard,qwen35")
     ap.add_argument("--tokens", default="1,8")
+    ap.add_argument("--mode", default="decode", choices=["decode", "pairs"], help="which decode kernel to sweep")
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--grouped", default="", help="token counts for the grouped (prefill) path sweep, qwen3 shape")
     a = ap.parse_args()
@@ -56,9 +58,12 @@ def main() -> None:
                 sets.append((torch.randn(T, H, device=dev).to(dt), *layers[i % 3], w, ids))
             distinct = sum(torch.unique(s[4]).numel() for s in sets) / len(sets)
             floor = (distinct * 3 * H * I * 2 + (3 * H * SI * 2 if SI else 0)) / (ceil.read_gbps * 1e3)
-            base = decode_config(T, k, H, I)
+            base = decode_config(T, k, H, I) if a.mode == "decode" else "pairs_config"
             grid = []
-            if T == 1:  # register-light tiles first (ptxas on CPU: 64-130 registers, no stack)
+            if a.mode == "pairs":
+                space = [(8, 512, 16, 512, 4), (8, 512, 16, 1024, 4), (4, 1024, 8, 1024, 4), (8, 256, 16, 512, 4),
+                         (16, 512, 16, 512, 8), (8, 512, 8, 1024, 4), (8, 512, 32, 256, 4), (4, 512, 16, 512, 2)]
+            elif T == 1:  # register-light tiles first (ptxas on CPU: 64-130 registers, no stack)
                 space = [(8, 256, 8, 256, 4), (8, 512, 8, 512, 8), (8, 512, 16, 512, 4), (4, 1024, 8, 512, 4),
                          (16, 256, 16, 256, 4), (16, 256, 16, 256, 8), (8, 256, 16, 256, 4), (8, 256, 8, 256, 2),
                          (4, 512, 4, 512, 2), (8, 128, 8, 128, 2), (4, 256, 8, 256, 2), (16, 512, 8, 512, 8)]
@@ -71,7 +76,8 @@ def main() -> None:
             rows = []
             for cfg in grid:
                 def f(x, w13, w2, tw, ids, cfg=cfg):
-                    return moe_decode(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=cfg)
+                    run = moe_pairs if a.mode == "pairs" else moe_decode
+                    return run(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=cfg)
                 try:
                     got = f(*sets[0])
                     err = float((got.float() - ref.float()).norm() / ref.float().norm())
@@ -81,17 +87,17 @@ def main() -> None:
                     continue
                 rows.append(dict(cfg=cfg, us=m.median_us, iqr=m.iqr_us, pct=100 * floor / m.median_us, err=err))
             ok = sorted([r for r in rows if "us" in r], key=lambda r: r["us"])
-            print(f"\n== {name} T={T} distinct={distinct:.1f} floor={floor:.2f} us (read {ceil.read_gbps:.0f} GB/s); default={base}")
+            print(f"\n== {a.mode} {name} T={T} distinct={distinct:.1f} floor={floor:.2f} us (read {ceil.read_gbps:.0f} GB/s); default={base}")
             for r in ok[:6]:
                 print(f"  {r['us']:8.2f} us  ±{r['iqr']:.2f}  {r['pct']:5.1f}% floor  err {r['err']:.1e}  {r['cfg']}")
             bad = [r for r in rows if "error" in r or r.get("err", 0) > 2e-2]
             if bad:
                 print(f"  {len(bad)} configs failed or wrong, e.g. {bad[0]}")
-            results.append(dict(shape=name, T=T, floor_us=floor, distinct=distinct, rows=rows))
+            results.append(dict(mode=a.mode, shape=name, T=T, floor_us=floor, distinct=distinct, rows=rows))
     for T in [int(t) for t in a.grouped.split(",") if t]:
         results.append(sweep_grouped(T, ceil, a.samples))
     if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], "sweep_moe.json"), "w") as fh:
+        with open(os.path.join(os.environ["OUT"], f"sweep_moe_{a.mode}.json"), "w") as fh:
             json.dump(dict(env=timing.env_record(), read_gbps=ceil.read_gbps, results=results), fh, indent=1)
 
 

@@ -1,8 +1,10 @@
 """`fused_moe`: the one public launcher for the MoE expert block; picks the decode or the grouped path.
 
-Small T (decode): `moe_decode` — one launch, direct-routed, deterministic.
+T ≤ PAIRS_MAX_T: `moe_pairs` — one launch, a GEMV slot per (token, expert) pair.
+Small T (decode): `moe_decode` — one launch, a census of distinct experts, each read once for all its
+tokens on tensor cores. Both direct-routed and deterministic.
 Large T (prefill): `moe_grouped` — tokens grouped by expert, tensor-core GEMMs, SwiGLU in the epilogue.
-The switch is at `DECODE_MAX_PAIRS` routed (token, expert) pairs.
+The switches are at `PAIRS_MAX_T` tokens and `DECODE_MAX_PAIRS` routed (token, expert) pairs.
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ from moelab.ops.moe import check_moe_args
 # Crossover between the two paths, in T·k pairs. Provisional (T=16 at k=8) until the H200 sweep in
 # benchmarks/bench_moe.py sets it; the decode kernel's in-program expert census grows as T·k·E.
 DECODE_MAX_PAIRS = 128
+# At T=1 the k experts are distinct, so pair slots read each byte once; beyond, pairs sharing an expert
+# re-read it. Provisional: T=1 only, until the sweep says where the census pays for itself.
+PAIRS_MAX_T = 1
+PATHS = ("pairs", "decode", "grouped")
 
 
 def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, validate: bool | None = None,
@@ -22,7 +28,7 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
 
     validate: check expert ids on the host (a sync). Default: yes, except under CUDA-graph capture, where
     an out-of-range id instead turns its token's output row into NaN inside the kernel.
-    path: force "decode" or "grouped" (benchmarks and tests); default by `DECODE_MAX_PAIRS`.
+    path: force one of PATHS (benchmarks and tests); default by `PAIRS_MAX_T` and `DECODE_MAX_PAIRS`.
     """
     capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
     check_moe_args(x, w13, w2, topk_weights, topk_ids, shared, check_ids=(not capturing) if validate is None else validate)
@@ -41,11 +47,15 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
     if T == 0:
         return out
     pairs = T * topk_ids.shape[1]
-    path = path or ("decode" if pairs <= DECODE_MAX_PAIRS else "grouped")
+    if path is None:
+        path = "pairs" if T <= PAIRS_MAX_T else "decode" if pairs <= DECODE_MAX_PAIRS else "grouped"
+    if path == "pairs":
+        from moelab.kernels.moe_pairs import moe_pairs
+        return moe_pairs(x, w13, w2, topk_weights, topk_ids, shared, out=out)
     if path == "decode":
         from moelab.kernels.moe_decode import moe_decode
         return moe_decode(x, w13, w2, topk_weights, topk_ids, shared, out=out)
     if path == "grouped":
         from moelab.kernels.moe_grouped import moe_grouped
         return moe_grouped(x, w13, w2, topk_weights, topk_ids, shared, out=out)
-    raise ValueError(f"path must be 'decode' or 'grouped', not {path!r}")
+    raise ValueError(f"path must be one of {PATHS}, not {path!r}")

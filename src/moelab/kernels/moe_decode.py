@@ -59,7 +59,7 @@ def _moe_decode_kernel(
     s_xt, s_w13e, s_w13r, s_w2e, s_w2r, s_ot,
     # meta
     K: tl.constexpr, K_PAD: tl.constexpr, P_PAD: tl.constexpr, E_PAD: tl.constexpr,
-    S_MAX: tl.constexpr, N_IBLK: tl.constexpr, N_HBLK: tl.constexpr, N1: tl.constexpr,
+    S_MAX: tl.constexpr, S_PAD: tl.constexpr, N_IBLK: tl.constexpr, N_HBLK: tl.constexpr, N1: tl.constexpr,
     BLOCK_T: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
     HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, PREC: tl.constexpr,
@@ -213,13 +213,13 @@ def _moe_decode_kernel(
                 total = tl.where(bad[None, :], float("nan"), total)  # an out-of-range id poisons its token
                 o_ptrs = out_ptr + offs_t[None, :] * s_ot + offs_h[:, None]
                 tl.store(o_ptrs, total.to(out_ptr.dtype.element_ty), mask=hmask[:, None] & tmask[None, :])
-                tl.atomic_xchg(cnt_ptr + S_MAX + hb, 0, sem="relaxed", scope="gpu")
+                tl.store(cnt_ptr + S_MAX + hb, 0)
                 # The last block of outputs to finish resets the per-slot counters for the next call.
                 blocks_done = tl.atomic_add(cnt_ptr + S_MAX + N_HBLK, 1, sem="acq_rel", scope="gpu")
                 if blocks_done == N_HBLK - 1:
-                    for q in range(0, S_MAX):
-                        tl.atomic_xchg(cnt_ptr + q, 0, sem="relaxed", scope="gpu")
-                    tl.atomic_xchg(cnt_ptr + S_MAX + N_HBLK, 0, sem="relaxed", scope="gpu")
+                    offs_s = tl.arange(0, S_PAD)
+                    tl.store(cnt_ptr + offs_s, tl.zeros((S_PAD,), dtype=tl.int32), mask=offs_s < S_MAX)
+                    tl.store(cnt_ptr + S_MAX + N_HBLK, 0)
 
 
 _COUNTERS: dict[tuple, torch.Tensor] = {}
@@ -274,7 +274,7 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
         T, H, I, IS, E, i_max,
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         K=k, K_PAD=triton.next_power_of_2(k), P_PAD=triton.next_power_of_2(T * k),
-        E_PAD=triton.next_power_of_2(E), S_MAX=s_max, N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
+        E_PAD=triton.next_power_of_2(E), S_MAX=s_max, S_PAD=triton.next_power_of_2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
         HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, PREC=_prec(x.dtype),
         num_warps=num_warps, **cfg,
     )

@@ -1,0 +1,168 @@
+"""The forward pass, built from `moelab.ops` so `impl="eager"` and `impl="moelab"` run the same code.
+
+A decoder layer is a token mixer (attention today; Gated DeltaNet and MLA slot in as new `MIXERS`
+entries) followed by an MLP (routed experts, optionally a shared expert, or dense), each behind a fused
+residual-add + RMSNorm. Tokens travel flat: prefill is [B·P, H] (B prompts of P tokens), decode [B, H].
+
+Which code runs where:
+  * norms, q/k norm + RoPE, decode attention, routing, experts: `ops.get(name, impl)`;
+  * dense projections (qkv, o, router logits, lm_head): `F.linear` (cuBLAS GEMV reads the weight at
+    ~98 % of the bandwidth floor on an H200, see FACTS.md: no kernel of ours is needed there);
+  * prefill attention (many query tokens, causal): `prefill_attention_sdpa` below, torch's SDPA —
+    a prefill attention kernel is out of this round's scope.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from moelab import ops
+from moelab.engine.cache import KVCache
+from moelab.engine.config import ATTENTION, EngineConfig
+
+
+def prefill_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """Causal GQA attention of a whole prompt: q [B,P,Hq,D], k/v [B,P,Hk,D] -> [B,P,Hq,D] (torch SDPA)."""
+    g = q.shape[2] // k.shape[2]
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    if g > 1:
+        kt, vt = kt.repeat_interleave(g, dim=1), vt.repeat_interleave(g, dim=1)
+    return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, scale=scale).transpose(1, 2)
+
+
+class DecodeStep:
+    """Per-step index tensors, made once per step rather than once per layer (each is a kernel launch)."""
+
+    def __init__(self, positions: torch.Tensor):
+        self.positions = positions  # [B] int64: where each sequence's new token goes
+        self.seq_lens = (positions + 1).to(torch.int32)  # [B]: valid cache length after the write
+        self.rows = torch.arange(positions.shape[0], device=positions.device)  # [B]
+
+
+class Attention:
+    """GQA self-attention with the family's q/k treatment; K/V go to the static cache."""
+
+    def __init__(self, cfg: EngineConfig, w: dict[str, torch.Tensor], i: int, impl: str):
+        self.cfg, self.i = cfg, i
+        p = f"layers.{i}."
+        self.qkv, self.qkv_bias = w[p + "qkv"], w.get(p + "qkv_bias")
+        self.o, self.o_bias = w[p + "o"], w.get(p + "o_bias")
+        self.q_norm, self.k_norm = w.get(p + "q_norm"), w.get(p + "k_norm")
+        self.scale = cfg.head_dim ** -0.5
+        self.qk_norm_rope = ops.get("qk_norm_rope", impl) if cfg.qk_norm == "head" else None
+        self.rope = None if cfg.qk_norm == "head" else ops.get("rope", impl)  # Qwen2, Mixtral, OLMoE
+        self.rmsnorm = ops.get("rmsnorm", impl)
+        self.decode_attention = ops.get("decode_attention", impl)
+
+    def _qkv(self, x: torch.Tensor, positions: torch.Tensor):
+        cfg = self.cfg
+        T, D = x.shape[0], cfg.head_dim
+        qkv = F.linear(x, self.qkv, self.qkv_bias)  # [T, (Hq+2Hk)·D]
+        q, k, v = qkv.split([cfg.heads * D, cfg.kv_heads * D, cfg.kv_heads * D], dim=-1)
+        if cfg.qk_norm == "full":  # OLMoE: one RMSNorm over all heads of the projection
+            q = self.rmsnorm(q, self.q_norm, cfg.rms_eps)
+            k = self.rmsnorm(k, self.k_norm, cfg.rms_eps)
+        if cfg.clip_qkv is not None:
+            c = float(cfg.clip_qkv)
+            q, k, v = q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c)
+        q, k, v = q.reshape(T, cfg.heads, D), k.reshape(T, cfg.kv_heads, D), v.reshape(T, cfg.kv_heads, D)
+        if self.qk_norm_rope is not None:
+            q, k = self.qk_norm_rope(q, k, self.q_norm, self.k_norm, positions, eps=cfg.rms_eps,
+                                     rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim)
+        else:
+            q, k = self.rope(q, k, positions, rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim)
+        return q, k, v
+
+    def prefill(self, x: torch.Tensor, positions: torch.Tensor, batch: int, cache: KVCache) -> torch.Tensor:
+        q, k, v = self._qkv(x, positions)  # [B·P, H·, D]
+        P = x.shape[0] // batch
+        q, k, v = (t.reshape(batch, P, *t.shape[1:]) for t in (q, k, v))
+        cache.write_prefill(self.i, k, v)
+        out = prefill_attention_sdpa(q, k, v, self.scale)  # [B, P, Hq, D]
+        return F.linear(out.reshape(batch * P, -1), self.o, self.o_bias)
+
+    def decode(self, x: torch.Tensor, step: DecodeStep, cache: KVCache) -> torch.Tensor:
+        q, k, v = self._qkv(x, step.positions)  # [B, H·, D]
+        cache.write_decode(self.i, k, v, step.positions, step.rows)
+        out = self.decode_attention(q, cache.k[self.i], cache.v[self.i], step.seq_lens, scale=self.scale)
+        return F.linear(out.reshape(x.shape[0], -1), self.o, self.o_bias)
+
+
+class MoE:
+    """Router -> top-k -> fused experts (+ the shared expert and its sigmoid gate, in the same op)."""
+
+    def __init__(self, cfg: EngineConfig, w: dict[str, torch.Tensor], i: int, impl: str):
+        p = f"layers.{i}."
+        self.cfg = cfg
+        self.router, self.w13, self.w2 = w[p + "router"], w[p + "w13"], w[p + "w2"]
+        self.shared = ((w[p + "shared_w13"], w[p + "shared_w2"], w.get(p + "shared_gate"))
+                       if cfg.shared_intermediate else None)
+        self.route, self.fused_moe = ops.get("route", impl), ops.get("fused_moe", impl)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        logits = F.linear(x, self.router)  # [T, E]
+        weights, ids = self.route(logits, self.cfg.top_k, "softmax", self.cfg.norm_topk_prob)  # [T, k]
+        return self.fused_moe(x, self.w13, self.w2, weights, ids, self.shared)
+
+
+class DenseMLP:
+    """SwiGLU MLP of the dense layers (Qwen MoE `mlp_only_layers` / `decoder_sparse_step`)."""
+
+    def __init__(self, cfg: EngineConfig, w: dict[str, torch.Tensor], i: int, impl: str):
+        self.w13, self.w2 = w[f"layers.{i}.mlp_w13"], w[f"layers.{i}.mlp_w2"]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = F.linear(x, self.w13).chunk(2, dim=-1)
+        return F.linear(F.silu(gate) * up, self.w2)
+
+
+# Layer kinds by `layer_types` entry; a hybrid family adds e.g. "linear_attention": GatedDeltaNet here,
+# with the same prefill/decode methods, and its own state in the cache.
+MIXERS = {ATTENTION: Attention}
+
+
+class Model:
+    """A decoder-only MoE model over the engine's weight dict (see `engine.weights`)."""
+
+    def __init__(self, cfg: EngineConfig, weights: dict[str, torch.Tensor], impl: str = "moelab"):
+        self.cfg, self.impl = cfg, impl
+        self.embed = weights["embed"]
+        self.final_norm = weights["norm"]
+        self.lm_head = weights.get("lm_head", weights["embed"])  # tied when absent
+        self.add_rmsnorm = ops.get("add_rmsnorm", impl)
+        self.layers = []
+        for i, kind in enumerate(cfg.layer_types):
+            mlp = MoE if cfg.is_moe(i) else DenseMLP
+            self.layers.append((MIXERS[kind](cfg, weights, i, impl), mlp(cfg, weights, i, impl),
+                                weights[f"layers.{i}.input_norm"], weights[f"layers.{i}.post_norm"]))
+
+    def _run(self, tokens: torch.Tensor, mix) -> torch.Tensor:
+        eps = self.cfg.rms_eps
+        h, residual = F.embedding(tokens, self.embed), None  # [T, H]
+        for mixer, mlp, in_norm, post_norm in self.layers:
+            x, residual = self.add_rmsnorm(h, residual, in_norm, eps)
+            h = mix(mixer, x)
+            x, residual = self.add_rmsnorm(h, residual, post_norm, eps)
+            h = mlp(x)
+        out, _ = self.add_rmsnorm(h, residual, self.final_norm, eps)
+        return out
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        return F.linear(hidden, self.lm_head)
+
+    def prefill(self, tokens: torch.Tensor, cache: KVCache, all_logits: bool = False) -> torch.Tensor:
+        """tokens [B, P] at positions 0..P-1 -> logits [B, V] of the last position ([B, P, V] if all_logits).
+
+        Fills the cache's positions 0..P-1.
+        """
+        B, P = tokens.shape
+        positions = torch.arange(P, device=tokens.device).repeat(B)  # [B·P]
+        h = self._run(tokens.reshape(-1), lambda m, x: m.prefill(x, positions, B, cache))
+        h = h.view(B, P, -1)
+        return self.logits(h if all_logits else h[:, -1])
+
+    def decode(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """One new token per sequence: tokens [B] at positions [B] (device tensors) -> logits [B, V]."""
+        step = DecodeStep(positions)
+        return self.logits(self._run(tokens, lambda m, x: m.decode(x, step, cache)))

@@ -1,0 +1,299 @@
+"""Weights: a Hugging Face safetensors checkpoint (or seeded random tensors) in the engine's layout.
+
+The engine's layout, one flat dict `name -> tensor` (shapes for hidden H, heads Hq/Hk × D, experts E × I):
+
+    embed [V,H]   norm [H]   lm_head [V,H] (absent when tied to embed)
+    layers.{i}.input_norm [H]  .post_norm [H]
+    layers.{i}.qkv [(Hq+2Hk)·D, H]  (.qkv_bias)   .o [H, Hq·D]  (.o_bias)   .q_norm / .k_norm [D] or [H·D]
+    layers.{i}.router [E,H]  .w13 [E,2I,H] (gate rows, then up rows)  .w2 [E,H,I]
+    layers.{i}.shared_w13 [2Is,H]  .shared_w2 [H,Is]  .shared_gate [1,H]      (Qwen2-MoE)
+    layers.{i}.mlp_w13 [2Id,H]  .mlp_w2 [H,Id]                               (dense layers)
+
+q, k, v are fused into one matrix so a decode step reads them in one GEMV; w13 is the transformers-5
+fused expert layout that `ops.fused_moe` takes. A checkpoint may store experts one by one (the Hub:
+`experts.{e}.gate_proj/up_proj/down_proj`, Mixtral `experts.{e}.w1/w3/w2`) or fused (transformers 5 in
+memory: `experts.gate_up_proj [E,2I,H]`, `experts.down_proj [E,H,I]`); both load.
+
+Loading is two-phase so nothing is half-loaded: every tensor's name, shape and dtype is checked from the
+safetensors headers (no data read), the memory need is checked, and only then is anything allocated.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from moelab.engine.config import EngineConfig
+from moelab.errors import UserError
+
+_FLOAT_DTYPES = {"F32", "F16", "BF16"}
+GiB = 1024 ** 3
+
+
+def tensor_shapes(cfg: EngineConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor of the engine's layout and its shape."""
+    H, D, V = cfg.hidden, cfg.head_dim, cfg.vocab
+    qkv_rows = (cfg.heads + 2 * cfg.kv_heads) * D
+    s: dict[str, tuple[int, ...]] = {"embed": (V, H), "norm": (H,)}
+    if not cfg.tie_embeddings:
+        s["lm_head"] = (V, H)
+    for i in range(cfg.layers):
+        p = f"layers.{i}."
+        s[p + "input_norm"] = (H,)
+        s[p + "post_norm"] = (H,)
+        s[p + "qkv"] = (qkv_rows, H)
+        if cfg.qkv_bias:
+            s[p + "qkv_bias"] = (qkv_rows,)
+        s[p + "o"] = (H, cfg.heads * D)
+        if cfg.o_bias:
+            s[p + "o_bias"] = (H,)
+        if cfg.qk_norm == "head":
+            s[p + "q_norm"], s[p + "k_norm"] = (D,), (D,)
+        elif cfg.qk_norm == "full":
+            s[p + "q_norm"], s[p + "k_norm"] = (cfg.heads * D,), (cfg.kv_heads * D,)
+        if cfg.is_moe(i):
+            E, I = cfg.experts, cfg.moe_intermediate
+            s[p + "router"] = (E, H)
+            s[p + "w13"] = (E, 2 * I, H)
+            s[p + "w2"] = (E, H, I)
+            if cfg.shared_intermediate:
+                s[p + "shared_w13"] = (2 * cfg.shared_intermediate, H)
+                s[p + "shared_w2"] = (H, cfg.shared_intermediate)
+                if cfg.shared_gate:
+                    s[p + "shared_gate"] = (1, H)
+        else:
+            s[p + "mlp_w13"] = (2 * cfg.dense_intermediate, H)
+            s[p + "mlp_w2"] = (H, cfg.dense_intermediate)
+    return s
+
+
+def weight_bytes(cfg: EngineConfig, dtype: torch.dtype) -> int:
+    elem = torch.empty((), dtype=dtype).element_size()
+    return sum(math.prod(s) for s in tensor_shapes(cfg).values()) * elem
+
+
+def _host_available() -> int | None:
+    try:  # Linux: what the kernel says can be allocated without swapping
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_memory(needed: int, device: torch.device, what: str) -> None:
+    """Raise a UserError naming the need when `device` has less free memory than `needed` bytes."""
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+        where = f"GPU memory: {what}"
+        on = f"of {total / GiB:.2f} GiB is free on {torch.cuda.get_device_name(device)}"
+    elif device.type == "cpu" and (avail := _host_available()) is not None:
+        free, where, on = avail, f"host memory: {what}", "is available on this machine"
+    else:
+        return
+    # Keep a little room for activations, the CUDA graph pool and cuBLAS workspaces.
+    margin = max(512 * 1024 ** 2, needed // 50)
+    if needed + margin > free:
+        raise UserError(f"not enough {where} need {(needed + margin) / GiB:.2f} GiB "
+                        f"(incl. {margin / GiB:.2f} GiB working room), {free / GiB:.2f} GiB {on}")
+
+
+# ---------------------------------------------------------------- the checkpoint on disk
+
+class Checkpoint:
+    """The tensors of a safetensors checkpoint folder: names, shapes, dtypes (headers only until read)."""
+
+    def __init__(self, folder: str | Path):
+        from safetensors import safe_open
+
+        self.folder = Path(folder)
+        if not self.folder.is_dir():
+            raise UserError(f"{self.folder}: not a checkpoint folder")
+        index = self.folder / "model.safetensors.index.json"
+        if index.is_file():
+            try:
+                weight_map = json.loads(index.read_text())["weight_map"]
+            except (OSError, ValueError, KeyError, TypeError):
+                raise UserError(f"{index}: not a safetensors index (no 'weight_map')") from None
+            files = sorted(set(weight_map.values()))
+        else:
+            files = sorted(p.name for p in self.folder.glob("*.safetensors"))
+            if not files:
+                raise UserError(f"{self.folder}: no model.safetensors or model.safetensors.index.json")
+        self._handles = {}
+        self.where: dict[str, str] = {}  # tensor name -> file
+        for f in files:
+            path = self.folder / f
+            if not path.is_file():
+                raise UserError(f"{index}: shard {f} is missing")
+            try:
+                h = self._handles[f] = safe_open(str(path), framework="pt")
+            except Exception as e:  # safetensors raises its own error types for corrupt headers
+                raise UserError(f"{path}: not a readable safetensors file ({e})") from None
+            for name in h.keys():
+                self.where[name] = f
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.where
+
+    def info(self, name: str) -> tuple[tuple[int, ...], str]:
+        sl = self._handles[self.where[name]].get_slice(name)
+        return tuple(sl.get_shape()), sl.get_dtype()
+
+    def read(self, name: str) -> torch.Tensor:
+        return self._handles[self.where[name]].get_tensor(name)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One checkpoint tensor and where it goes inside an engine tensor."""
+
+    name: str
+    shape: tuple[int, ...]
+    dst: tuple  # index into the engine tensor (ints and slices)
+
+
+def _attn_parts(cfg: EngineConfig, i: int) -> dict[str, list[Part]]:
+    pre = f"model.layers.{i}.self_attn."
+    H, D = cfg.hidden, cfg.head_dim
+    q, kv = cfg.heads * D, cfg.kv_heads * D
+    rows = [("q_proj", 0, q), ("k_proj", q, q + kv), ("v_proj", q + kv, q + 2 * kv)]
+    out = {"qkv": [Part(f"{pre}{n}.weight", (b - a, H), (slice(a, b),)) for n, a, b in rows],
+           "o": [Part(pre + "o_proj.weight", (H, q), ())]}
+    if cfg.qkv_bias:
+        out["qkv_bias"] = [Part(f"{pre}{n}.bias", (b - a,), (slice(a, b),)) for n, a, b in rows]
+    if cfg.o_bias:
+        out["o_bias"] = [Part(pre + "o_proj.bias", (H,), ())]
+    if cfg.qk_norm != "none":
+        qn, kn = (D, D) if cfg.qk_norm == "head" else (q, kv)
+        out["q_norm"] = [Part(pre + "q_norm.weight", (qn,), ())]
+        out["k_norm"] = [Part(pre + "k_norm.weight", (kn,), ())]
+    return out
+
+
+def _swiglu_parts(pre: str, names: tuple[str, str, str], inter: int, H: int, lead: tuple = ()) -> tuple[list, list]:
+    gate, up, down = names
+    w13 = [Part(f"{pre}{gate}.weight", (inter, H), (*lead, slice(0, inter))),
+           Part(f"{pre}{up}.weight", (inter, H), (*lead, slice(inter, 2 * inter)))]
+    return w13, [Part(f"{pre}{down}.weight", (H, inter), lead)]
+
+
+def _moe_parts(cfg: EngineConfig, i: int, ckpt: Checkpoint) -> dict[str, list[Part]]:
+    H, E, I = cfg.hidden, cfg.experts, cfg.moe_intermediate
+    # The Hub's Mixtral files say block_sparse_moe; transformers 5 says mlp for every family.
+    pre = f"model.layers.{i}.mlp."
+    if f"model.layers.{i}.block_sparse_moe.gate.weight" in ckpt:
+        pre = f"model.layers.{i}.block_sparse_moe."
+    out = {"router": [Part(pre + "gate.weight", (E, H), ())]}
+    if pre + "experts.gate_up_proj" in ckpt:
+        out["w13"] = [Part(pre + "experts.gate_up_proj", (E, 2 * I, H), ())]
+        out["w2"] = [Part(pre + "experts.down_proj", (E, H, I), ())]
+    else:
+        names = ("w1", "w3", "w2") if f"{pre}experts.0.w1.weight" in ckpt else ("gate_proj", "up_proj", "down_proj")
+        out["w13"], out["w2"] = [], []
+        for e in range(E):
+            a, b = _swiglu_parts(f"{pre}experts.{e}.", names, I, H, lead=(e,))
+            out["w13"] += a
+            out["w2"] += b
+    if cfg.shared_intermediate:
+        out["shared_w13"], out["shared_w2"] = _swiglu_parts(
+            pre + "shared_expert.", ("gate_proj", "up_proj", "down_proj"), cfg.shared_intermediate, H)
+        if cfg.shared_gate:
+            out["shared_gate"] = [Part(pre + "shared_expert_gate.weight", (1, H), ())]
+    return out
+
+
+def plan(cfg: EngineConfig, ckpt: Checkpoint) -> dict[str, list[Part]]:
+    """For every engine tensor, the checkpoint tensors it is assembled from."""
+    H, V = cfg.hidden, cfg.vocab
+    p: dict[str, list[Part]] = {"embed": [Part("model.embed_tokens.weight", (V, H), ())],
+                                "norm": [Part("model.norm.weight", (H,), ())]}
+    if not cfg.tie_embeddings:
+        p["lm_head"] = [Part("lm_head.weight", (V, H), ())]
+    for i in range(cfg.layers):
+        layer = {"input_norm": [Part(f"model.layers.{i}.input_layernorm.weight", (H,), ())],
+                 "post_norm": [Part(f"model.layers.{i}.post_attention_layernorm.weight", (H,), ())],
+                 **_attn_parts(cfg, i)}
+        if cfg.is_moe(i):
+            layer.update(_moe_parts(cfg, i, ckpt))
+        else:
+            layer["mlp_w13"], layer["mlp_w2"] = _swiglu_parts(
+                f"model.layers.{i}.mlp.", ("gate_proj", "up_proj", "down_proj"), cfg.dense_intermediate, H)
+        p.update({f"layers.{i}.{k}": v for k, v in layer.items()})
+    return p
+
+
+def _parts(pl: dict[str, list[Part]]) -> Iterator[Part]:
+    for parts in pl.values():
+        yield from parts
+
+
+def validate(pl: dict[str, list[Part]], ckpt: Checkpoint) -> None:
+    """Every needed tensor is present, floating point, and of the expected shape — or one clear error."""
+    for part in _parts(pl):
+        if part.name not in ckpt:
+            raise UserError(f"{ckpt.folder}: tensor {part.name} is missing from the checkpoint")
+        shape, dt = ckpt.info(part.name)
+        if dt not in _FLOAT_DTYPES:
+            raise UserError(f"{ckpt.folder}: tensor {part.name} is stored as {dt}; only bf16/fp16/fp32 "
+                            "checkpoints are supported")
+        if shape != part.shape:
+            raise UserError(f"{ckpt.folder}: tensor {part.name} has shape {list(shape)}, "
+                            f"expected {list(part.shape)}")
+
+
+def load_checkpoint(cfg: EngineConfig, folder: str | Path, dtype: torch.dtype, device: torch.device,
+                    reserve_bytes: int = 0) -> dict[str, torch.Tensor]:
+    """Read a checkpoint folder into the engine's layout (see the module docstring) on `device`.
+
+    Raises UserError, before allocating anything, for a missing or mis-shaped tensor (naming it and both
+    shapes), a non-float tensor, or too little GPU memory for the weights plus `reserve_bytes` (the cache).
+    """
+    ckpt = Checkpoint(folder)
+    pl = plan(cfg, ckpt)
+    validate(pl, ckpt)
+    check_memory(weight_bytes(cfg, dtype) + reserve_bytes, device, "the weights and KV cache")
+    shapes = tensor_shapes(cfg)
+    out: dict[str, torch.Tensor] = {}
+    for key, parts in pl.items():
+        t = torch.empty(shapes[key], dtype=dtype, device=device)
+        for part in parts:
+            t[part.dst].copy_(ckpt.read(part.name).to(dtype))
+        out[key] = t
+    return out
+
+
+# ---------------------------------------------------------------- seeded random weights
+
+def random_weights(cfg: EngineConfig, dtype: torch.dtype, device: torch.device, seed: int = 0,
+                   reserve_bytes: int = 0) -> dict[str, torch.Tensor]:
+    """Seeded Gaussian weights at the model's real shapes, scaled so activations stay O(1) in every layer.
+
+    Input projections get std 1/sqrt(fan_in), so each output is about unit-size for a unit-RMS input (every
+    block's input is RMS-normalised). The two projections that write into the residual stream (o, w2 and
+    the dense/shared down projections) get a further 1/sqrt(2·layers), so the stream's RMS stays near
+    1 after all layers instead of growing like sqrt(2·layers). Norm weights are 1, biases 0.
+    """
+    check_memory(weight_bytes(cfg, dtype) + reserve_bytes, device, "the weights and KV cache")
+    g = torch.Generator(device=device).manual_seed(seed)
+    depth = 1.0 / math.sqrt(2 * cfg.layers)
+    out: dict[str, torch.Tensor] = {}
+    for key, shape in tensor_shapes(cfg).items():
+        kind = key.rsplit(".", 1)[-1]
+        if kind.endswith("norm"):
+            out[key] = torch.ones(shape, dtype=dtype, device=device)
+        elif kind.endswith("bias"):
+            out[key] = torch.zeros(shape, dtype=dtype, device=device)
+        else:
+            std = 1.0 if kind == "embed" else 1.0 / math.sqrt(shape[-1])
+            if kind in ("o", "w2", "shared_w2", "mlp_w2"):
+                std *= depth
+            t = torch.empty(shape, dtype=dtype, device=device)
+            out[key] = t.normal_(0.0, std, generator=g)
+    return out

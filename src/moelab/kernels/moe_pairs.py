@@ -1,0 +1,185 @@
+"""Direct-routed MoE, one (token, expert) pair per slot: the GEMV form for the smallest T (T=1).
+
+Napkin math as in `moe_decode` (T=1, Qwen3-30B-A3B: 8 experts × 9.44 MB = 75.5 MB → ~16.5 µs at
+4.6 TB/s). At T=1 the top-k experts of the token are distinct, so a slot per pair reads every byte
+once and needs no census of distinct experts; for T > 1 a pair slot re-reads an expert that two tokens
+share, which `moe_decode`'s census avoids (the launcher picks by measurement).
+
+One launch, two phases, as `moe_decode`:
+  * phase 1, programs (slot, block of BLOCK_I rows): x[t] · gate/up rows of expert e → SiLU(g)·u,
+    rounded to the activation dtype, into act[slot, :]; release-increment the slot's counter;
+  * phase 2, programs (slot, block of BLOCK_H outputs): load the first chunk of w2[e, rows, :] BEFORE
+    waiting for the slot's activations (so the down projection's bytes are in flight while phase 1
+    still streams), then w2 · act × routing weight → fp32 partial[slot, rows];
+  * the last slot to finish a block of outputs sums its partials in (token, top-k) order — bitwise
+    deterministic — and the last block resets the counters (no memset launch).
+The shared expert, if any, is one more slot per token, weighted by sigmoid(shared_gate · x[t]).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from moelab.kernels.moe_decode import _counters, _wait_geq
+
+
+@triton.jit
+def _moe_pairs_kernel(
+    # pointers
+    x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K]
+    sw13_ptr, sw2_ptr, sgate_ptr,  # shared expert [2IS,H], [H,IS], [1,H]
+    act_ptr, part_ptr, cnt_ptr, out_ptr,  # act[S,I_MAX] (x dtype), partials fp32 [S,H], int32 counters, out[T,H]
+    # sizes
+    H, I, IS, E, I_MAX,
+    # strides (elements)
+    s_xt, s_w13e, s_w13r, s_w2e, s_w2r, s_ot,
+    # meta
+    T: tl.constexpr, K: tl.constexpr, K_PAD: tl.constexpr, T_PAD: tl.constexpr,
+    N_SLOTS: tl.constexpr, S_PAD: tl.constexpr, N_IBLK: tl.constexpr, N_HBLK: tl.constexpr, N1: tl.constexpr,
+    BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
+    HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr,
+):
+    # counters: [0, N_SLOTS) phase-1 blocks done per slot; N_SLOTS + hb: slots done for output block hb;
+    # N_SLOTS + N_HBLK: output blocks done (the last resets all).
+    P: tl.constexpr = T * K
+    pid = tl.program_id(0)
+    q = tl.maximum(pid - N1, 0)
+    s = tl.where(pid < N1, pid // N_IBLK, q // N_HBLK)
+    ib = pid % N_IBLK
+    hb = q % N_HBLK
+    is_shared = s >= P
+    t = tl.where(is_shared, s - P, s // K)
+    e = tl.load(tid_ptr + tl.minimum(s, P - 1))
+    e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
+    I_s = tl.where(is_shared, IS, I)
+
+    if pid < N1:
+        # ---------------- phase 1: SiLU(x·gate)·(x·up) for BLOCK_I rows of one slot ----------------
+        if ib * BLOCK_I < I_s:
+            if is_shared:
+                w_base = sw13_ptr
+                s_row = H
+            else:
+                w_base = w13_ptr + e * s_w13e
+                s_row = s_w13r
+            offs_i = ib * BLOCK_I + tl.arange(0, BLOCK_I)
+            imask = offs_i < I_s
+            acc_g = tl.zeros((BLOCK_I,), dtype=tl.float32)
+            acc_u = tl.zeros((BLOCK_I,), dtype=tl.float32)
+            for k0 in range(0, H, BLOCK_K):
+                offs_k = k0 + tl.arange(0, BLOCK_K)
+                kmask = offs_k < H
+                wmask = imask[:, None] & kmask[None, :]
+                wg = tl.load(w_base + offs_i[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
+                             eviction_policy="evict_first")
+                wu = tl.load(w_base + (offs_i + I_s)[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
+                             eviction_policy="evict_first")
+                xv = tl.load(x_ptr + t * s_xt + offs_k, mask=kmask, other=0.0).to(tl.float32)
+                acc_g += tl.sum(wg.to(tl.float32) * xv[None, :], axis=1)
+                acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
+            act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
+            tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
+            tl.debug_barrier()  # all threads' stores precede the release
+            tl.atomic_add(cnt_ptr + s, 1, sem="release", scope="gpu")
+    else:
+        # ---------------- phase 2: down projection of one slot for BLOCK_H outputs ----------------
+        offs_h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
+        hmask = offs_h < H
+        if is_shared:
+            w_base = sw2_ptr
+            s_row = IS
+        else:
+            w_base = w2_ptr + e * s_w2e
+            s_row = s_w2r
+        offs_k = tl.arange(0, BLOCK_K2)
+        kmask = offs_k < I_s
+        w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
+                    other=0.0, eviction_policy="evict_first")  # in flight before we wait
+        _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I))
+        a = tl.load(act_ptr + s * I_MAX + offs_k, mask=kmask, other=0.0, cache_modifier=".cg").to(tl.float32)
+        acc = tl.sum(w.to(tl.float32) * a[None, :], axis=1)
+        for k0 in range(BLOCK_K2, I_s, BLOCK_K2):
+            offs_k = k0 + tl.arange(0, BLOCK_K2)
+            kmask = offs_k < I_s
+            w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
+                        other=0.0, eviction_policy="evict_first")
+            a = tl.load(act_ptr + s * I_MAX + offs_k, mask=kmask, other=0.0, cache_modifier=".cg").to(tl.float32)
+            acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
+        if is_shared:
+            if SHARED_GATE:
+                gacc = tl.zeros((BLOCK_K2,), dtype=tl.float32)
+                for k0 in range(0, H, BLOCK_K2):
+                    offs_g = k0 + tl.arange(0, BLOCK_K2)
+                    gm = offs_g < H
+                    gacc += (tl.load(sgate_ptr + offs_g, mask=gm, other=0.0).to(tl.float32)
+                             * tl.load(x_ptr + t * s_xt + offs_g, mask=gm, other=0.0).to(tl.float32))
+                weight = tl.sigmoid(tl.sum(gacc, axis=0))
+            else:
+                weight = tl.full([], 1.0, tl.float32)
+        else:
+            weight = tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32)
+        tl.store(part_ptr + s * H + offs_h, acc * weight, mask=hmask)
+        tl.debug_barrier()
+        arrived = tl.atomic_add(cnt_ptr + N_SLOTS + hb, 1, sem="acq_rel", scope="gpu")
+        if arrived == N_SLOTS - 1:
+            # Last slot of this output block: sum partials in a fixed order, poison tokens with bad ids.
+            offs_t = tl.arange(0, T_PAD)
+            tmask = offs_t < T
+            offs_j = tl.arange(0, K_PAD)
+            tk = tmask[:, None] & (offs_j[None, :] < K)
+            ids = tl.load(tid_ptr + offs_t[:, None] * K + offs_j[None, :], mask=tk, other=0)
+            bad = tl.max((((ids < 0) | (ids >= E)) & tk).to(tl.int32), axis=1) > 0
+            total = tl.zeros((T_PAD, BLOCK_H), dtype=tl.float32)
+            for j in tl.static_range(K):
+                total += tl.load(part_ptr + (offs_t[:, None] * K + j) * H + offs_h[None, :],
+                                 mask=tmask[:, None] & hmask[None, :], other=0.0, cache_modifier=".cg")
+            if HAS_SHARED:
+                total += tl.load(part_ptr + (P + offs_t[:, None]) * H + offs_h[None, :],
+                                 mask=tmask[:, None] & hmask[None, :], other=0.0, cache_modifier=".cg")
+            total = tl.where(bad[:, None], float("nan"), total)
+            tl.store(out_ptr + offs_t[:, None] * s_ot + offs_h[None, :], total.to(out_ptr.dtype.element_ty),
+                     mask=tmask[:, None] & hmask[None, :])
+            tl.store(cnt_ptr + N_SLOTS + hb, 0)
+            done = tl.atomic_add(cnt_ptr + N_SLOTS + N_HBLK, 1, sem="acq_rel", scope="gpu")
+            if done == N_HBLK - 1:
+                offs_s = tl.arange(0, S_PAD)
+                tl.store(cnt_ptr + offs_s, tl.zeros((S_PAD,), dtype=tl.int32), mask=offs_s < N_SLOTS)
+                tl.store(cnt_ptr + N_SLOTS + N_HBLK, 0)
+
+
+def pairs_config(T: int, k: int, H: int, I: int) -> dict:
+    """Launch parameters (H200 sweep, benchmarks/sweep_moe.py): row blocks of 8 so that the 8 experts of one
+    token spread over ~768 programs at Qwen3-30B-A3B; the down projection's first chunk covers I ≤ 512 whole."""
+    return dict(BLOCK_I=8, BLOCK_K=512, BLOCK_H=16, BLOCK_K2=512, num_warps=4)
+
+
+def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):
+    """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]."""
+    T, H = x.shape
+    E, I2, _ = w13.shape
+    I = I2 // 2
+    k = topk_ids.shape[1]
+    cfg = dict(pairs_config(T, k, H, I), **(config or {}))
+    num_warps = cfg.pop("num_warps")
+    IS = shared[1].shape[1] if shared is not None else 0
+    i_max = max(I, IS)
+    n_slots = T * k + (T if shared is not None else 0)
+    n_iblk = triton.cdiv(i_max, cfg["BLOCK_I"])
+    n_hblk = triton.cdiv(H, cfg["BLOCK_H"])
+    n1 = n_slots * n_iblk
+    act = torch.empty(n_slots, i_max, dtype=x.dtype, device=x.device)
+    part = torch.empty(n_slots, H, dtype=torch.float32, device=x.device)
+    ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
+    sw13, sw2, sgate = shared if shared is not None else (x, x, None)
+    _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](
+        x, w13, w2, topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
+        act, part, _counters(x.device, n_slots + n_hblk + 1), out,
+        H, I, IS, E, i_max,
+        x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
+        T=T, K=k, K_PAD=triton.next_power_of_2(k), T_PAD=triton.next_power_of_2(T),
+        N_SLOTS=n_slots, S_PAD=triton.next_power_of_2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
+        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, num_warps=num_warps, **cfg,
+    )
+    return out

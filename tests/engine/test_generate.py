@@ -1,0 +1,194 @@
+"""The decode loop: moelab's kernels against transformers, device-side sampling, random weights, the CLI."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from moelab import ops
+from moelab.engine import Sampling, build, engine_config, random_weights, resolve
+from moelab.engine.generate import sample
+from moelab.engine.model import Model
+from moelab.engine.cache import KVCache
+from moelab.errors import UserError
+
+from test_parity import REL_TOL, hf_greedy, rel_err
+
+NEEDED_OPS = ("add_rmsnorm", "rmsnorm", "qk_norm_rope", "rope", "decode_attention", "route", "fused_moe")
+
+
+@pytest.mark.parametrize("family", ["qwen3_moe", "qwen2_moe"])  # per-head q/k norm; shared expert + rope-only
+def test_moelab_kernels_match_transformers(checkpoint, family):
+    """impl="moelab": the Triton kernels (interpreted on CPU) in the whole model. Kept tiny: 6 decode steps."""
+    known = ops.names()  # loads the op modules
+    missing = [n for n in NEEDED_OPS if n not in known or ops.REGISTRY[n].kernel is None]
+    if missing:
+        pytest.skip(f"no moelab kernel yet for {missing}")
+    model, folder = checkpoint(family)
+    steps, prompt = 6, torch.randint(0, 128, (2, 5), generator=torch.Generator().manual_seed(7))
+    ref_prompt, ref_steps, ref_tokens = hf_greedy(model, prompt, steps)
+    eng = build(folder, batch=2, max_len=5 + steps + 1, impl="moelab", device="cpu", keep_logits=True)
+    with torch.inference_mode():
+        assert rel_err(eng.model.prefill(prompt, eng.cache, all_logits=True), ref_prompt) <= REL_TOL
+    tokens = eng.generate(prompt, steps + 1)
+    assert max(rel_err(g, r) for g, r in zip(eng.step_logits, ref_steps)) <= REL_TOL
+    assert torch.equal(tokens, ref_tokens)
+
+
+# ------------------------------------------------------------------------------------------ sampling
+
+def test_greedy_and_tiny_top_p_are_argmax():
+    logits = torch.randn(5, 50, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(sample(logits, Sampling(), None), logits.argmax(-1))
+    g = torch.Generator().manual_seed(1)
+    assert torch.equal(sample(logits, Sampling(temperature=1.0, top_p=1e-6), g), logits.argmax(-1))
+
+
+def test_sampling_follows_the_distribution():
+    """Frequencies of 40k draws match softmax(logits / T), and top-p keeps exactly the nucleus."""
+    probs = torch.tensor([0.4, 0.3, 0.2, 0.1])
+    logits = probs.log().expand(40000, 4).contiguous()
+    g = torch.Generator().manual_seed(2)
+    freq = torch.bincount(sample(logits, Sampling(temperature=1.0), g), minlength=4).float() / 40000
+    assert (freq - probs).abs().max() < 0.01, freq
+    # T=0.5 sharpens: p^2 normalised
+    sharp = probs ** 2 / (probs ** 2).sum()
+    freq = torch.bincount(sample(logits, Sampling(temperature=0.5), g), minlength=4).float() / 40000
+    assert (freq - sharp).abs().max() < 0.01, freq
+    # top_p=0.5: {0.4, 0.3} reach it; renormalised to 4/7, 3/7; the tail never drawn
+    freq = torch.bincount(sample(logits, Sampling(temperature=1.0, top_p=0.5), g), minlength=4).float() / 40000
+    assert freq[2:].sum() == 0 and abs(freq[0] - 4 / 7) < 0.01, freq
+
+
+def test_bad_sampling_flags():
+    with pytest.raises(UserError, match="--temperature"):
+        Sampling(temperature=-1)
+    with pytest.raises(UserError, match="--top-p"):
+        Sampling(temperature=1, top_p=0)
+
+
+def test_sampled_generation_is_seeded(checkpoint):
+    _, folder = checkpoint("mixtral")
+    prompt = torch.randint(0, 128, (2, 4), generator=torch.Generator().manual_seed(0))
+
+    def run(seed):
+        eng = build(folder, batch=2, max_len=16, impl="eager", device="cpu",
+                    sampling=Sampling(temperature=1.0, top_p=0.9, seed=seed))
+        return eng.generate(prompt, 12), eng.generate(prompt, 12)
+
+    a1, a2 = run(1)
+    b1, _ = run(2)
+    assert torch.equal(a1, a2)  # same engine, same seed: same tokens
+    assert not torch.equal(a1, b1)  # another seed draws other tokens (24 draws from ~100 likely tokens)
+
+
+# ------------------------------------------------------------------------------------------ random weights
+
+def test_random_weights_keep_activations_unit_size(checkpoint):
+    """48 layers (Qwen3-30B-A3B's depth) at tiny width: the residual stream's RMS stays O(1) in every layer."""
+    _, folder = checkpoint("qwen3_moe", num_hidden_layers=48)
+    cfg = engine_config(*resolve(folder))
+    w = random_weights(cfg, torch.bfloat16, torch.device("cpu"), seed=0)
+    model = Model(cfg, w, impl="eager")
+    rms = []
+    inner = model.add_rmsnorm
+
+    def recording(x, residual, weight, eps):
+        out, res = inner(x, residual, weight, eps)
+        rms.append(res.float().pow(2).mean().sqrt().item())
+        return out, res
+
+    model.add_rmsnorm = recording
+    cache = KVCache(cfg, 1, 16, torch.bfloat16, torch.device("cpu"))
+    with torch.inference_mode():
+        logits = model.prefill(torch.arange(16).view(1, 16), cache, all_logits=True)
+    assert len(rms) == 2 * 48 + 1
+    assert all(0.3 < r < 5.0 for r in rms), (min(rms), max(rms))
+    assert torch.isfinite(logits).all() and 0.2 < logits.float().std().item() < 5.0
+
+
+# ------------------------------------------------------------------------------------------ the command
+
+def _invoke(args):
+    from typer.testing import CliRunner
+
+    import moelab.cli as cli
+
+    cli._load_commands()
+    return CliRunner().invoke(cli.app, ["decode", *args])
+
+
+def test_cli_json(checkpoint, tmp_path):
+    model, folder = checkpoint("olmoe")
+    r = _invoke([str(folder), "--impl", "eager", "--batch", "2", "--prompt-len", "5", "--new-tokens", "4",
+                 "--repeats", "1", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert len(out["tokens"]) == 2 and all(len(t) == 4 for t in out["tokens"])
+    s = out["summary"]
+    assert s["batch"] == 2 and s["prompt_len"] == 5 and s["impl"] == "eager" and s["deterministic"]
+    assert s["prefill_ms"] > 0 and s["decode_ms_per_token"] > 0 and s["tokens_per_s"] > 0
+    assert s["floor_ms_per_step"] is None  # fp32 on a CPU: no floor, and the summary says why
+    # the same prompt as ids from a file decodes the same way as transformers' greedy
+    ids = [[3, 17, 99, 5, 64]]
+    (tmp_path / "ids.json").write_text(json.dumps(ids))
+    r = _invoke([str(folder), "--impl", "eager", "--prompt-ids", str(tmp_path / "ids.json"), "--new-tokens", "3",
+                 "--repeats", "1", "--json"])
+    assert r.exit_code == 0, r.output
+    _, _, ref_tokens = hf_greedy(model, torch.tensor(ids), 2)
+    assert json.loads(r.output)["tokens"] == ref_tokens.tolist()
+
+
+def test_cli_text_prompt_with_tokenizer(checkpoint, tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    _, folder = checkpoint("mixtral")
+    d = shutil.copytree(folder, tmp_path / "ck")
+    vocab = {f"w{i}": i for i in range(127)} | {"[UNK]": 127}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(d / "tokenizer.json"))
+    r = _invoke([str(d), "--impl", "eager", "--prompt", "w1 w2 w3", "--new-tokens", "3", "--repeats", "1", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["text"][0] == " ".join(f"w{t}" if t < 127 else "[UNK]" for t in out["tokens"][0])
+
+
+def test_cli_user_errors_are_one_line(checkpoint, tmp_path):
+    _, folder = checkpoint("mixtral")
+    (tmp_path / "ids.txt").write_text("1 2 500\n")
+    cases = [
+        (["qwen3-30b-a3b"], "pass --weights DIR"),
+        ([str(folder), "--prompt-ids", str(tmp_path / "ids.txt")], "token id 500 is outside the vocabulary"),
+        ([str(folder), "--prompt", "hello"], "--prompt needs a tokenizer.json"),
+        ([str(folder), "--impl", "fast"], "--impl must be moelab or eager"),
+        ([str(folder), "--prompt-len", "300", "--new-tokens", "10"], "max_position_embeddings 256"),
+    ]
+    for args, msg in cases:
+        p = subprocess.run([sys.executable, "-m", "moelab", "decode", *args], capture_output=True, text=True,
+                           timeout=120)
+        assert p.returncode == 2, (args, p.stderr)
+        assert p.stderr.count("\n") == 1 and msg in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA GPU")
+def test_graph_replay_matches_eager_launches(checkpoint):
+    _, folder = checkpoint("qwen3_moe")
+    prompt = torch.randint(0, 128, (2, 7), generator=torch.Generator().manual_seed(3)).cuda()
+    a = build(folder, batch=2, max_len=48, impl="moelab", device="cuda", use_graphs=False).generate(prompt, 33)
+    eng = build(folder, batch=2, max_len=48, impl="moelab", device="cuda", use_graphs=True)
+    b = eng.generate(prompt, 33)  # captures the graph
+    assert torch.equal(a, b)
+    # Replaying the captured loop must not synchronise with the host once.
+    first = b[:, 0].clone()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        c = eng.decode(first, 32)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert torch.equal(c, b[:, 1:])
