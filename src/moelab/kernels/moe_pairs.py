@@ -30,7 +30,8 @@ def _moe_pairs_kernel(
     # pointers
     x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K]
     sw13_ptr, sw2_ptr, sgate_ptr,  # shared expert [2IS,H], [H,IS], [1,H]
-    act_ptr, part_ptr, cnt_ptr, out_ptr,  # act[S,I_MAX] (x dtype), partials fp32 [S,H], int32 counters, out[T,H]
+    act_ptr, part_ptr, gw_ptr, cnt_ptr, out_ptr,  # act[S,I_MAX] (x dtype), partials fp32 [S,H], shared gate fp32 [T],
+    #                                              int32 counters, out[T,H]
     # sizes
     H, I, IS, E, I_MAX,
     # strides (elements)
@@ -58,12 +59,8 @@ def _moe_pairs_kernel(
     if pid < N1:
         # ---------------- phase 1: SiLU(x·gate)·(x·up) for BLOCK_I rows of one slot ----------------
         if ib * BLOCK_I < I_s:
-            if is_shared:
-                w_base = sw13_ptr
-                s_row = H
-            else:
-                w_base = w13_ptr + e * s_w13e
-                s_row = s_w13r
+            w_base = tl.where(is_shared, sw13_ptr, w13_ptr + e * s_w13e)  # branch-free: no value-yielding `if`
+            s_row = tl.where(is_shared, H, s_w13r)
             offs_i = ib * BLOCK_I + tl.arange(0, BLOCK_I)
             imask = offs_i < I_s
             acc_g = tl.zeros((BLOCK_I,), dtype=tl.float32)
@@ -81,18 +78,26 @@ def _moe_pairs_kernel(
                 acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
             act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
             tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
+            if HAS_SHARED:
+                if is_shared & (ib == 0):  # the shared expert's gate for token t: sigmoid(gate · x[t]), or 1
+                    if SHARED_GATE:
+                        gacc = tl.zeros((BLOCK_K,), dtype=tl.float32)
+                        for k0 in range(0, H, BLOCK_K):
+                            offs_g = k0 + tl.arange(0, BLOCK_K)
+                            gm = offs_g < H
+                            gacc += (tl.load(sgate_ptr + offs_g, mask=gm, other=0.0).to(tl.float32)
+                                     * tl.load(x_ptr + t * s_xt + offs_g, mask=gm, other=0.0).to(tl.float32))
+                        tl.store(gw_ptr + t, tl.sigmoid(tl.sum(gacc, axis=0)))
+                    else:
+                        tl.store(gw_ptr + t, 1.0)
             tl.debug_barrier()  # all threads' stores precede the release
             tl.atomic_add(cnt_ptr + s, 1, sem="release", scope="gpu")
     else:
         # ---------------- phase 2: down projection of one slot for BLOCK_H outputs ----------------
         offs_h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
         hmask = offs_h < H
-        if is_shared:
-            w_base = sw2_ptr
-            s_row = IS
-        else:
-            w_base = w2_ptr + e * s_w2e
-            s_row = s_w2r
+        w_base = tl.where(is_shared, sw2_ptr, w2_ptr + e * s_w2e)
+        s_row = tl.where(is_shared, IS, s_w2r)
         offs_k = tl.arange(0, BLOCK_K2)
         kmask = offs_k < I_s
         w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
@@ -107,19 +112,10 @@ def _moe_pairs_kernel(
                         other=0.0, eviction_policy="evict_first")
             a = tl.load(act_ptr + s * I_MAX + offs_k, mask=kmask, other=0.0, cache_modifier=".cg").to(tl.float32)
             acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
-        if is_shared:
-            if SHARED_GATE:
-                gacc = tl.zeros((BLOCK_K2,), dtype=tl.float32)
-                for k0 in range(0, H, BLOCK_K2):
-                    offs_g = k0 + tl.arange(0, BLOCK_K2)
-                    gm = offs_g < H
-                    gacc += (tl.load(sgate_ptr + offs_g, mask=gm, other=0.0).to(tl.float32)
-                             * tl.load(x_ptr + t * s_xt + offs_g, mask=gm, other=0.0).to(tl.float32))
-                weight = tl.sigmoid(tl.sum(gacc, axis=0))
-            else:
-                weight = tl.full([], 1.0, tl.float32)
-        else:
-            weight = tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32)
+        # Routing weight of the slot; the shared expert's sigmoid gate was stored by its phase-1 block 0
+        # (written before the release this program acquired).
+        weight = tl.where(is_shared, tl.load(gw_ptr + t, cache_modifier=".cg"),
+                          tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32))
         tl.store(part_ptr + s * H + offs_h, acc * weight, mask=hmask)
         tl.debug_barrier()
         arrived = tl.atomic_add(cnt_ptr + N_SLOTS + hb, 1, sem="acq_rel", scope="gpu")
@@ -171,11 +167,12 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     n1 = n_slots * n_iblk
     act = torch.empty(n_slots, i_max, dtype=x.dtype, device=x.device)
     part = torch.empty(n_slots, H, dtype=torch.float32, device=x.device)
+    gw = torch.empty(T, dtype=torch.float32, device=x.device)
     ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
     _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](
         x, w13, w2, topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
-        act, part, _counters(x.device, n_slots + n_hblk + 1), out,
+        act, part, gw, _counters(x.device, n_slots + n_hblk + 1), out,
         H, I, IS, E, i_max,
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         T=T, K=k, K_PAD=triton.next_power_of_2(k), T_PAD=triton.next_power_of_2(T),

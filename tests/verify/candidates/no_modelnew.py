@@ -1,0 +1,6 @@
+"""Bad: forgets ModelNew."""
+import torch.nn as nn
+
+
+class Kernel(nn.Module):
+    pass

@@ -1,0 +1,3 @@
+"""Bad: does not parse."""
+def forward(x)
+    return x
