@@ -17,8 +17,9 @@ from moelab.ops.moe import check_moe_args
 # benchmarks/bench_moe.py sets it; the decode kernel's in-program expert census grows as T·k·E.
 DECODE_MAX_PAIRS = 128
 # At T=1 the k experts are distinct, so pair slots read each byte once; beyond, pairs sharing an expert
-# re-read it. Provisional: T=1 only, until the sweep says where the census pays for itself.
-PAIRS_MAX_T = 1
+# re-read it, yet the GEMV pair kernel still won at T=2 (43 vs 61 µs) and T=4 (78 vs 87 µs), Qwen3-30B-A3B,
+# H200 sweeps of 2026-12-01 (benchmarks/results/sweep-moe-*.json); the census kernel wins from T=8.
+PAIRS_MAX_T = 4
 PATHS = ("pairs", "decode", "grouped")
 
 

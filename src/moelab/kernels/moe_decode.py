@@ -236,16 +236,14 @@ def _counters(device: torch.device, n: int) -> torch.Tensor:
 
 
 def decode_config(T: int, k: int, H: int, I: int) -> dict:
-    """Launch parameters for the decode kernel.
-
-    Defaults pending the H200 sweep in benchmarks/sweep_moe.py (results in benchmarks/results/):
-    small tiles so that every routed expert is split over many programs and all of them are resident at
-    once (T=1, Qwen3-30B-A3B: 8 slots × 24 row blocks + 128 output blocks ≈ 320 programs on 132 SMs).
-    """
+    """Launch parameters. Best of benchmarks/sweep_moe.py --mode decode on the H200 (2026-12-01) at
+    Qwen3-30B-A3B: T ≤ 8 small tiles on 2 warps (T=8: 121 µs), T=16 32-row tiles on 4 warps (201 µs)."""
     block_t = 1 if T == 1 else max(16, triton.next_power_of_2(T))
     if block_t == 1:
-        return dict(BLOCK_T=1, BLOCK_I=8, BLOCK_K=256, BLOCK_H=8, BLOCK_K2=256, num_warps=4)
-    return dict(BLOCK_T=block_t, BLOCK_I=16, BLOCK_K=64, BLOCK_H=16, BLOCK_K2=64, num_warps=4)
+        return dict(BLOCK_T=1, BLOCK_I=8, BLOCK_K=512, BLOCK_H=16, BLOCK_K2=512, num_warps=4)
+    if T <= 8:
+        return dict(BLOCK_T=block_t, BLOCK_I=16, BLOCK_K=64, BLOCK_H=16, BLOCK_K2=64, num_warps=2)
+    return dict(BLOCK_T=block_t, BLOCK_I=32, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
 
 
 def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, config: dict | None = None):
@@ -256,6 +254,9 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
     k = topk_ids.shape[1]
     cfg = dict(decode_config(T, k, H, I), **(config or {}))
     num_warps = cfg.pop("num_warps")
+    from moelab.kernels.moe_pairs import MAX_WARPS
+    if num_warps > MAX_WARPS:
+        raise ValueError(f"num_warps={num_warps}: the MoE decode kernels allow at most {MAX_WARPS} (see MAX_WARPS)")
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
     s_max = min(E, T * k) + (shared is not None)

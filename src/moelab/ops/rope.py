@@ -19,9 +19,11 @@ from moelab.kernels.rope import rope as _rope_kernel
 from moelab.ops.norm import rmsnorm_reference
 
 
-def rope_inv_freq(rope_theta: float, rotary_dim: int) -> torch.Tensor:
-    """HF's default-rope inverse frequencies [rotary_dim // 2], fp32, on the CPU (move it where needed)."""
-    return 1.0 / (rope_theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.int64).float() / rotary_dim))
+def rope_inv_freq(rope_theta: float, rotary_dim: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """HF's default-rope inverse frequencies [rotary_dim // 2], fp32, computed on `device` as HF does
+    (no host-to-device copy, so the reference can be captured in a CUDA graph)."""
+    ar = torch.arange(0, rotary_dim, 2, dtype=torch.int64, device=device).float()
+    return 1.0 / (rope_theta ** (ar / rotary_dim))
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -33,7 +35,7 @@ def apply_rope_reference(
     x: torch.Tensor, positions: torch.Tensor, rope_theta: float, rotary_dim: int
 ) -> torch.Tensor:
     """Rotary embedding of `x` [T, H, D] at `positions` [T] on its first `rotary_dim` dims (HF numerics)."""
-    inv_freq = rope_inv_freq(rope_theta, rotary_dim).to(x.device)
+    inv_freq = rope_inv_freq(rope_theta, rotary_dim, x.device)
     freqs = positions.to(x.device)[:, None].float() * inv_freq[None, :]  # [T, rotary_dim/2]
     emb = torch.cat((freqs, freqs), dim=-1)
     cos = emb.cos().to(x.dtype)[:, None, :]  # [T, 1, rotary_dim]
