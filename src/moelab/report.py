@@ -80,3 +80,84 @@ def plot_series(rows: Sequence[dict[str, Any]], *, x: str, series: Sequence[str]
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------------------------
+# README tables, generated from the JSON records under benchmarks/results/ (never typed by hand).
+
+README_BEGIN, README_END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _env_line(env: dict[str, Any]) -> str:
+    return (f"{env.get('device')}, driver {env.get('driver')}, torch {env.get('torch')}, triton {env.get('triton')}, "
+            f"commit {str(env.get('commit'))[:12]}, {env.get('date')}")
+
+
+def results_markdown(results_dir: str = "benchmarks/results") -> str:
+    """Markdown for the README from the newest record of each kind (hw) and every bench-moe record."""
+    import json
+    from pathlib import Path
+
+    recs = []
+    for p in sorted(Path(results_dir).glob("*.json")):
+        try:
+            recs.append((p.name, json.loads(p.read_text())))
+        except (OSError, ValueError):
+            continue
+    out = []
+    hws = [(n, r) for n, r in recs if r.get("kind") == "hw"]
+    if hws:
+        name, r = max(hws, key=lambda nr: nr[1]["env"]["date"])
+        c = r["ceilings"]
+        rows = [("read bandwidth", c["read_gbps"], "GB/s", c.get("notes", {}).get("read_gbps", "")),
+                ("copy bandwidth (read + write)", c["copy_gbps"], "GB/s", c.get("notes", {}).get("copy_gbps", "")),
+                ("bf16 dense matmul", c["bf16_tflops"], "TFLOP/s", c.get("notes", {}).get("bf16_tflops", "")),
+                ("Triton launch from Python", c["launch_triton_us"], "µs", ""),
+                ("small torch op from Python", c["launch_torch_us"], "µs", ""),
+                ("kernel replayed in a CUDA graph", c["graph_kernel_us"], "µs", "")]
+        out += [f"### Measured ceilings (`moelab hw`)\n\n{_env_line(r['env'])} — `{name}`\n",
+                _md_table(["ceiling", "value", "unit", "how"], rows), ""]
+    benches = sorted([(n, r) for n, r in recs if r.get("kind") == "bench-moe"], key=lambda nr: nr[1]["env"]["date"])
+    if benches:
+        out.append("### One MoE layer, routing included (`moelab bench moe`)\n")
+        out.append("µs per call, median; graph = CUDA-graph replay, host = launched from Python. Floor = distinct "
+                   "experts hit × bytes per expert ÷ measured read bandwidth (or FLOPs ÷ matmul rate). "
+                   "`× best` = best baseline (any mode) ÷ moelab graph.\n")
+        for name, r in benches:
+            s = r["shape"]
+            head = ["T", "experts", "floor", "HF loop (host)", "HF loop+compile (host)", "gather+bmm (graph)",
+                    "gather+bmm+compile (graph)", "moelab (host)", "moelab (graph)", "% of floor", "× best"]
+            rows = [(x["T"], x["distinct_experts"], x["floor_us"], x.get("hf_loop_host_us"), x.get("hf_loop+compile_host_us"),
+                     x.get("gather_bmm_graph_us"), x.get("gather_bmm+compile_graph_us"), x.get("moelab_host_us"),
+                     x.get("moelab_graph_us"), x.get("pct_of_floor"), x.get("speedup_vs_best_baseline")) for x in r["rows"]]
+            out += [f"**{r['model']}**, tp={r['tp']} (E={s['E']}, H={s['H']}, I={s['I']}, k={s['k']}, shared "
+                    f"I={s['shared_I']}); floor at {r['ceilings']['read_gbps']:.0f} GB/s — {_env_line(r['env'])} — `{name}`\n",
+                    _md_table(head, rows), ""]
+    vers = sorted([(n, r) for n, r in recs if r.get("kind") == "verify-moe"], key=lambda nr: nr[1]["env"]["date"])
+    for name, r in vers:
+        out.append(f"### `moelab verify` on the second worklog's MoE problems\n\n{_env_line(r['env'])} — `{name}`\n")
+        keys = list(r["rows"][0].keys()) if r["rows"] else []
+        out += [_md_table(keys, [[x.get(k) for k in keys] for x in r["rows"]]), ""]
+    return "\n".join(out).strip() + "\n"
+
+
+def update_readme(readme: str = "README.md", results_dir: str = "benchmarks/results") -> bool:
+    """Replace the README's block between the results markers; True if the file changed."""
+    from pathlib import Path
+
+    p = Path(readme)
+    text = p.read_text()
+    if README_BEGIN not in text or README_END not in text:
+        raise ValueError(f"{readme} has no {README_BEGIN} … {README_END} block")
+    head, rest = text.split(README_BEGIN, 1)
+    _, tail = rest.split(README_END, 1)
+    new = f"{head}{README_BEGIN}\n{results_markdown(results_dir)}{README_END}{tail}"
+    if new != text:
+        p.write_text(new)
+    return new != text

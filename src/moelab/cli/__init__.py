@@ -23,7 +23,7 @@ app = typer.Typer(
 )
 
 # Sub-command modules; each registers its commands on `app` when imported.
-_COMMANDS = ["hw", "models", "roofline", "bench", "profile", "decode", "verify", "mine"]
+_COMMANDS = ["hw", "models", "roofline", "bench", "profile", "decode", "verify", "mine", "report"]
 
 
 def _load_commands() -> None:

@@ -55,14 +55,19 @@ class Attention:
         self.rmsnorm = ops.get("rmsnorm", impl)
         self.decode_attention = ops.get("decode_attention", impl)
 
+    def full_norm(self, t: torch.Tensor, weight: torch.Tensor, which: str) -> torch.Tensor:
+        """OLMoE's RMSNorm over all heads of q or k (`which`); tensor parallelism replaces it on the
+        instance with a norm whose sum of squares spans every rank's heads (engine.tp)."""
+        return self.rmsnorm(t, weight, self.cfg.rms_eps)
+
     def _qkv(self, x: torch.Tensor, positions: torch.Tensor):
         cfg = self.cfg
         T, D = x.shape[0], cfg.head_dim
         qkv = F.linear(x, self.qkv, self.qkv_bias)  # [T, (Hq+2Hk)·D]
         q, k, v = qkv.split([cfg.heads * D, cfg.kv_heads * D, cfg.kv_heads * D], dim=-1)
         if cfg.qk_norm == "full":  # OLMoE: one RMSNorm over all heads of the projection
-            q = self.rmsnorm(q, self.q_norm, cfg.rms_eps)
-            k = self.rmsnorm(k, self.k_norm, cfg.rms_eps)
+            q = self.full_norm(q, self.q_norm, "q")
+            k = self.full_norm(k, self.k_norm, "k")
         if cfg.clip_qkv is not None:
             c = float(cfg.clip_qkv)
             q, k, v = q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c)

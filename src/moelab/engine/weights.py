@@ -149,6 +149,11 @@ class Checkpoint:
     def read(self, name: str) -> torch.Tensor:
         return self._handles[self.where[name]].get_tensor(name)
 
+    def read_slice(self, name: str, index: tuple) -> torch.Tensor:
+        """Only the part `index` (slices) of tensor `name`: safetensors reads just those bytes (tensor
+        parallelism loads each rank's shard this way)."""
+        return self._handles[self.where[name]].get_slice(name)[index]
+
 
 @dataclass(frozen=True)
 class Part:
@@ -272,15 +277,20 @@ def load_checkpoint(cfg: EngineConfig, folder: str | Path, dtype: torch.dtype, d
 # ---------------------------------------------------------------- seeded random weights
 
 def random_weights(cfg: EngineConfig, dtype: torch.dtype, device: torch.device, seed: int = 0,
-                   reserve_bytes: int = 0) -> dict[str, torch.Tensor]:
+                   reserve_bytes: int = 0, shard=None, need_bytes: int | None = None) -> dict[str, torch.Tensor]:
     """Seeded Gaussian weights at the model's real shapes, scaled so activations stay O(1) in every layer.
 
     Input projections get std 1/sqrt(fan_in), so each output is about unit-size for a unit-RMS input (every
     block's input is RMS-normalised). The two projections that write into the residual stream (o, w2 and
     the dense/shared down projections) get a further 1/sqrt(2·layers), so the stream's RMS stays near
     1 after all layers instead of growing like sqrt(2·layers). Norm weights are 1, biases 0.
+
+    Tensor parallelism: `shard(key, full_tensor) -> this rank's part or None (dropped)` is applied to each
+    tensor as it is drawn, so every rank holds a slice of the very model tp=1 draws with the same seed, and
+    only one full tensor at a time; `need_bytes` is then the rank's weight bytes for the memory check.
     """
-    check_memory(weight_bytes(cfg, dtype) + reserve_bytes, device, "the weights and KV cache")
+    need = weight_bytes(cfg, dtype) if need_bytes is None else need_bytes
+    check_memory(need + reserve_bytes, device, "the weights and KV cache")
     g = torch.Generator(device=device).manual_seed(seed)
     depth = 1.0 / math.sqrt(2 * cfg.layers)
     out: dict[str, torch.Tensor] = {}
@@ -296,4 +306,8 @@ def random_weights(cfg: EngineConfig, dtype: torch.dtype, device: torch.device, 
                 std *= depth
             t = torch.empty(shape, dtype=dtype, device=device)
             out[key] = t.normal_(0.0, std, generator=g)
+        if shard is not None:
+            part = shard(key, out.pop(key))
+            if part is not None:
+                out[key] = part
     return out

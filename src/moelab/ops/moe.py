@@ -183,8 +183,11 @@ def check_moe_args(x, w13, w2, topk_weights, topk_ids, shared=None, check_ids: b
     for name, t in tensors.items():
         if t.device != dev:
             raise ValueError(f"{name} is on {t.device}, x on {dev}: all must be on one device")
-    if check_ids and T > 0 and topk_ids.numel() and (int(topk_ids.min()) < 0 or int(topk_ids.max()) >= E):
-        raise ValueError(f"topk_ids out of range [0, {E}): min {int(topk_ids.min())}, max {int(topk_ids.max())}")
+    if check_ids and T > 0 and topk_ids.numel():
+        lo, hi = torch.aminmax(topk_ids)  # one reduction, one host sync
+        lo, hi = int(lo), int(hi)
+        if lo < 0 or hi >= E:
+            raise ValueError(f"topk_ids out of range [0, {E}): min {lo}, max {hi}")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -206,3 +209,36 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None):
 
 ops.register("route", route_reference, route, doc="top-k routing: softmax / topk_softmax / sigmoid grouped")
 ops.register("fused_moe", fused_moe_reference, fused_moe, doc="routed SwiGLU experts with the weighted top-k sum")
+
+
+# ----------------------------------------------------------------------------------------------------
+# torch.library custom ops: torch.compile traces through them without a graph break (the kernels stay
+# opaque to Inductor), and they are graph-capturable. `torch.ops.moelab.route` / `torch.ops.moelab.fused_moe`.
+
+@torch.library.custom_op("moelab::route", mutates_args=())
+def route_op(router_logits: torch.Tensor, k: int, scoring: str = "softmax", renormalize: bool = True,
+             correction_bias: torch.Tensor | None = None, n_group: int = 1, topk_group: int = 1,
+             scaling: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    w, ids = route(router_logits, k, scoring, renormalize, correction_bias=correction_bias, n_group=n_group,
+                   topk_group=topk_group, scaling=scaling)
+    return w, ids
+
+
+@route_op.register_fake
+def _route_fake(router_logits, k, scoring="softmax", renormalize=True, correction_bias=None, n_group=1,
+                topk_group=1, scaling=1.0):
+    T = router_logits.shape[0]
+    return (router_logits.new_empty((T, k), dtype=torch.float32), router_logits.new_empty((T, k), dtype=torch.int32))
+
+
+@torch.library.custom_op("moelab::fused_moe", mutates_args=())
+def fused_moe_op(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
+                 topk_ids: torch.Tensor, shared_w13: torch.Tensor | None = None, shared_w2: torch.Tensor | None = None,
+                 shared_gate: torch.Tensor | None = None) -> torch.Tensor:
+    shared = (shared_w13, shared_w2, shared_gate) if shared_w13 is not None else None
+    return fused_moe(x, w13, w2, topk_weights, topk_ids, shared)
+
+
+@fused_moe_op.register_fake
+def _fused_moe_fake(x, w13, w2, topk_weights, topk_ids, shared_w13=None, shared_w2=None, shared_gate=None):
+    return torch.empty_like(x)

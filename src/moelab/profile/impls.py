@@ -1,0 +1,395 @@
+"""What `moelab profile` runs for each op of the decode-step graph, per implementation, at real shapes.
+
+Three implementations, side by side (DESIGN.md):
+  * "eager":   plain PyTorch as a Hugging Face model computes it (the registered references of
+               `moelab.ops` for norms and RoPE, HF's expert loop for the experts, SDPA with repeated
+               KV heads for attention, softmax + topk for routing);
+  * "compile": `torch.compile` of the eager callable (made in `measure.py`, not here);
+  * "moelab":  moelab's kernels where one exists. Dense projections, lm_head, router logits, the
+               embedding, greedy sampling and small elementwise ops run in torch (cuBLAS) in this
+               column too — FACTS.md: cuBLAS reads lm_head at 98 % of the floor — and say so.
+Gated DeltaNet ops (hybrid models) have no kernel yet: every column runs the same plain-torch
+reference of this file, marked as such.
+
+`Dims` turns a ModelSpec into one tensor-parallel rank's sizes; `LayerFns(impl, dims)` holds the
+callables one layer runs (shared by the per-op units and the chained step in `step.py`, so both time
+the very same code); `build_units` pairs each graph op (or a group of graph ops one call covers) with
+those callables and an input builder.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from moelab import ops
+from moelab.bench.baselines import hf_expert_loop
+from moelab.errors import UserError
+from moelab.models import ModelSpec
+from moelab.models.graph import Op
+
+IMPLS = ("eager", "compile", "moelab")
+TORCH_NOTE = "torch (cuBLAS / ATen) in every column: no moelab kernel is needed or written for it"
+GDN_NOTE = "plain-torch reference in every column: no Gated DeltaNet kernel yet"
+OFFSET_NORM_TYPES = ("qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")  # RMSNorm weight applied as (1 + w)
+
+
+def check_supported(spec: ModelSpec) -> None:
+    """UserError naming the first feature of `spec` the profiler cannot run yet."""
+    why = None
+    if spec.attention == "mla":
+        why = "MLA attention (DeepSeek)"
+    elif spec.activation != "swiglu":
+        why = f"the {spec.activation} expert activation"
+    elif spec.is_moe and spec.scoring != "softmax":
+        why = f"{spec.scoring} routing"
+    elif spec.attn_sinks or spec.expert_bias or spec.router_bias:
+        why = "attention sinks / expert or router biases (gpt-oss)"
+    if why:
+        raise UserError(f"moelab profile does not run {why} of {spec.name} yet; "
+                        f"`moelab roofline {spec.name}` gives its analytic breakdown")
+
+
+@dataclass(frozen=True)
+class Dims:
+    """One rank's sizes (tensor-parallel shards as `models.graph` cuts them)."""
+
+    B: int
+    S: int
+    H: int
+    nq: int
+    nkv: int
+    hd: int
+    rot: int
+    gate: bool  # q_proj also emits the output gate (Qwen3-Next/3.5)
+    qk_norm: str
+    offset: bool
+    eps: float
+    theta: float
+    vocab: int
+    vocab_local: int
+    E: int = 0
+    k: int = 0
+    I: int = 0
+    si: int = 0
+    shared_gate: bool = False
+    renorm: bool = True
+    dense_I: int = 0
+    nk: int = 0  # Gated DeltaNet key heads, value heads, head dims, conv kernel
+    nv: int = 0
+    dk: int = 0
+    dv: int = 0
+    conv: int = 0
+    window: int | None = None
+
+    @property
+    def q_out(self) -> int:
+        return self.nq * self.hd * (2 if self.gate else 1)
+
+    @property
+    def gdn_ch(self) -> int:
+        return 2 * self.nk * self.dk + self.nv * self.dv
+
+
+def dims(spec: ModelSpec, batch: int, ctx: int, tp: int) -> Dims:
+    def sh(n: int) -> int:
+        return n // tp if n else 0
+
+    return Dims(
+        B=batch, S=ctx, H=spec.hidden, nq=sh(spec.heads),
+        nkv=sh(spec.kv_heads) if spec.kv_heads >= tp else 1, hd=spec.head_dim, rot=spec.rotary_dim,
+        gate=spec.attn_output_gate, qk_norm=spec.qk_norm, offset=spec.model_type in OFFSET_NORM_TYPES,
+        eps=spec.rms_eps, theta=spec.rope_theta, vocab=spec.vocab, vocab_local=math.ceil(spec.vocab / tp),
+        E=spec.num_experts, k=spec.top_k, I=sh(spec.expert_intermediate), si=sh(spec.shared_intermediate),
+        shared_gate=spec.shared_gate, renorm=spec.norm_topk_prob, dense_I=sh(spec.dense_intermediate),
+        nk=sh(spec.linear_key_heads), nv=sh(spec.linear_value_heads), dk=spec.linear_key_head_dim,
+        dv=spec.linear_value_head_dim, conv=spec.linear_conv_kernel,
+        window=min(ctx, spec.sliding_window) if spec.sliding_window else None,
+    )
+
+
+# ----------------------------------------------------------------------------------------------------
+# Plain-torch pieces: HF-style eager code, and the Gated DeltaNet reference.
+
+def hf_route(logits: torch.Tensor, k: int, renorm: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Qwen/Mixtral routing as transformers writes it: softmax in fp32, top-k, renormalise."""
+    p = torch.softmax(logits, dim=-1, dtype=torch.float32)
+    w, ids = torch.topk(p, k, dim=-1)
+    if renorm:
+        w = w / w.sum(-1, keepdim=True)
+    return w, ids
+
+
+def sdpa_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, seq_lens: torch.Tensor,
+                scale: float, window: int | None = None) -> torch.Tensor:
+    """HF's SDPA decode path: KV heads repeated to the query heads, one query over the whole cache.
+    q [B, Hq, D], caches [B, Hk, S, D] (every position valid) -> [B, Hq, D]. `seq_lens` is unused: the
+    cache is exactly the context long, as a static cache sized to it is."""
+    g = q.shape[1] // k_cache.shape[1]
+    k, v = k_cache, v_cache
+    if window is not None:
+        k, v = k[:, :, -window:], v[:, :, -window:]
+    if g > 1:
+        k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+    return F.scaled_dot_product_attention(q[:, :, None], k, v, scale=scale)[:, :, 0]
+
+
+def swiglu(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+    gate, up = F.linear(x, w13).chunk(2, dim=-1)
+    return F.linear(F.silu(gate) * up, w2)
+
+
+def gdn_conv(x: torch.Tensor, state: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Causal depthwise conv, one decode token: x [B, C], state [B, C, K-1] (updated in place),
+    w [C, K] -> SiLU(conv) [B, C]."""
+    window = torch.cat((state, x[:, :, None]), dim=-1)  # [B, C, K]
+    state.copy_(window[:, :, 1:])
+    return F.silu((window.float() * w.float()).sum(-1)).to(x.dtype)
+
+
+def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state):
+    """The gated delta rule for one token (transformers' torch recurrent path). q, k [B, Hk, Dk];
+    v [B, Hv, Dv]; b, a [B, Hv]; a_log, dt_bias [Hv]; state [B, Hv, Dk, Dv] fp32 (updated in place).
+        g = −exp(A_log)·softplus(a + dt_bias),  β = sigmoid(b),  q, k L2-normalised, q scaled by Dk^−½
+        S ← S·e^g;  S ← S + k ⊗ β(v − kᵀS);  o = qᵀS                 -> o [B, Hv, Dv] in v's dtype."""
+    rep = v.shape[1] // q.shape[1]
+    qf = F.normalize(q.float(), dim=-1).repeat_interleave(rep, dim=1) * q.shape[-1] ** -0.5
+    kf = F.normalize(k.float(), dim=-1).repeat_interleave(rep, dim=1)
+    g = -a_log.float().exp() * F.softplus(a.float() + dt_bias.float())  # [B, Hv]
+    beta = torch.sigmoid(b.float())
+    state.mul_(g.exp()[:, :, None, None])
+    kv = (state * kf[..., None]).sum(-2)  # [B, Hv, Dv]
+    state.add_(kf[..., None] * ((v.float() - kv) * beta[..., None])[:, :, None, :])
+    return (state * qf[..., None]).sum(-2).to(v.dtype)
+
+
+def gdn_norm_gate(o: torch.Tensor, z: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm(o) per head · SiLU(z) (Qwen3-Next's gated norm); o, z [B, Hv, Dv] -> [B, Hv·Dv]."""
+    h = o.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return ((w * h.to(o.dtype)).float() * F.silu(z.float())).to(o.dtype).flatten(1)
+
+
+def output_gate(out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+    return out * torch.sigmoid(gate)
+
+
+def write_kv(k_cache, v_cache, k, v, positions, rows) -> None:
+    """Append one token per sequence to the static cache (the engine's write; counted in attention)."""
+    k_cache[rows, :, positions] = k
+    v_cache[rows, :, positions] = v
+
+
+# ----------------------------------------------------------------------------------------------------
+# The callables one layer runs, for one implementation.
+
+class LayerFns:
+    """Per-op callables of `impl` ("eager" or "moelab"; compile wraps eager's) at `d`'s shapes."""
+
+    def __init__(self, impl: str, d: Dims):
+        if impl not in ("eager", "moelab"):
+            raise ValueError(f"LayerFns impl must be eager or moelab, not {impl!r}")
+        self.impl, self.d = impl, d
+        self._add_rmsnorm = ops.get("add_rmsnorm", impl)
+        self._rmsnorm = ops.get("rmsnorm", impl)
+        self._qk_norm_rope = ops.get("qk_norm_rope", impl)
+        self._rope = ops.get("rope", impl)
+        if impl == "moelab":
+            self._attn = ops.get("decode_attention", "moelab")
+            self._route = ops.get("route", "moelab")
+            self._experts = ops.get("fused_moe", "moelab")
+
+    def add_rmsnorm(self, x, residual, w):
+        return self._add_rmsnorm(x, residual, w, self.d.eps, offset=self.d.offset)
+
+    def qk_prologue(self, q, k, qw, kw, positions):
+        """q [B, Hq, D], k [B, Hk, D] -> normed (when the family norms per head or over all heads) and rotated."""
+        d = self.d
+        if d.qk_norm == "head":
+            return self._qk_norm_rope(q, k, qw, kw, positions, eps=d.eps, rope_theta=d.theta,
+                                      rotary_dim=d.rot, offset=d.offset)
+        if d.qk_norm == "full":
+            q = self._rmsnorm(q.flatten(1), qw, d.eps).view_as(q)
+            k = self._rmsnorm(k.flatten(1), kw, d.eps).view_as(k)
+        return self._rope(q, k, positions, rope_theta=d.theta, rotary_dim=d.rot)
+
+    def attention(self, q, k, v, k_cache, v_cache, positions, rows, seq_lens):
+        write_kv(k_cache, v_cache, k, v, positions, rows)
+        scale = self.d.hd ** -0.5
+        if self.impl == "eager":
+            return sdpa_decode(q, k_cache, v_cache, seq_lens, scale, self.d.window)
+        return self._attn(q, k_cache, v_cache, seq_lens, scale=scale, window=self.d.window)
+
+    def route(self, logits):
+        if self.impl == "eager":
+            return hf_route(logits, self.d.k, self.d.renorm)
+        return self._route(logits, self.d.k, "softmax", self.d.renorm)
+
+    def experts(self, x, w13, w2, topk_w, topk_ids, shared):
+        if self.impl == "moelab":
+            return self._experts(x, w13, w2, topk_w, topk_ids, shared)
+        y = hf_expert_loop(x, w13, w2, topk_w, topk_ids)
+        if shared is not None:
+            sw13, sw2, sg = shared
+            s = swiglu(x, sw13, sw2)
+            y = y + (torch.sigmoid(F.linear(x, sg)) * s if sg is not None else s)
+        return y
+
+
+# ----------------------------------------------------------------------------------------------------
+# Random tensors at real shapes.
+
+class Rand:
+    """Seeded random tensors on one device; weights scaled by fan-in so activations stay O(1)."""
+
+    def __init__(self, device: torch.device, dtype: torch.dtype, seed: int = 0):
+        self.device, self.dtype = device, dtype
+        self.gen = torch.Generator(device=device).manual_seed(seed)
+
+    def t(self, *shape: int, scale: float = 1.0, dtype: torch.dtype | None = None) -> torch.Tensor:
+        x = torch.randn(*shape, device=self.device, generator=self.gen, dtype=torch.float32)
+        return (x * scale).to(dtype or self.dtype)
+
+    def w(self, *shape: int) -> torch.Tensor:
+        return self.t(*shape, scale=shape[-1] ** -0.5)
+
+    def ids(self, rows: int, n: int, k: int) -> torch.Tensor:
+        """k distinct ids in [0, n) per row (uniform routing), int64."""
+        return torch.rand(rows, n, device=self.device, generator=self.gen).topk(k, dim=-1).indices
+
+    def positions(self, d: Dims) -> torch.Tensor:
+        return torch.full((d.B,), d.S - 1, dtype=torch.long, device=self.device)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Units: one measured call covering one graph op or a few that one call does.
+
+@dataclass
+class Unit:
+    """A measured call. `covers` names its graph ops (all of the same count); `fns[impl]` is the callable
+    (absent: the unit is an estimate); `make_args(i)` builds the i-th rotation set; `note` says what runs."""
+
+    name: str
+    group: str
+    count: int
+    covers: tuple[str, ...]
+    fns: dict[str, Callable] = field(default_factory=dict)
+    make_args: Callable[[int], tuple] | None = None
+    bytes_per_set: int = 0
+    note: str = ""
+    estimated: bool = False  # comm ops on one GPU: the graph's analytic estimate, not a measurement
+    torch_only: bool = False  # every column runs the same torch code
+
+    @property
+    def measured(self) -> bool:
+        return not self.estimated
+
+
+def build_units(spec: ModelSpec, graph: list[Op], d: Dims, device: torch.device, dtype: torch.dtype,
+                impls: tuple[str, ...] = ("eager", "moelab"), seed: int = 0) -> list[Unit]:
+    """One Unit per distinct call of a decode step, in the graph's order. Inputs are built lazily
+    (`make_args`), so listing units allocates nothing."""
+    check_supported(spec)
+    by_name = {o.name: o for o in graph}
+    fns = {i: LayerFns(i, d) for i in impls if i in ("eager", "moelab")}
+    r = Rand(device, dtype, seed)
+    units: list[Unit] = []
+    done: set[str] = set()
+
+    def add(name, group, covers, per_impl, make_args, note="", torch_only=False):
+        ops_ = [by_name[c] for c in covers if c in by_name]
+        units.append(Unit(name, group, ops_[0].count, tuple(o.name for o in ops_), per_impl, make_args,
+                          sum(o.bytes for o in ops_), note, torch_only=torch_only))
+        done.update(o.name for o in ops_)
+
+    def same(fn):  # the one torch callable, in every column asked for
+        return {i: fn for i in fns}
+
+    for op in graph:
+        n = op.name
+        if n in done:
+            continue
+        if op.kind == "comm":
+            units.append(Unit(n, op.group, op.count, (n,), {}, None, op.bytes,
+                              "estimated: bytes on the wire / interconnect + per-call latency (one GPU here)",
+                              estimated=True))
+            done.add(n)
+        elif n == "embedding":
+            table: list[torch.Tensor] = []  # one table for all sets: a lookup touches only B rows of it
+
+            def emb_args(i, table=table):
+                if not table:
+                    table.append(r.t(d.vocab, d.H))
+                return (torch.randint(0, d.vocab, (d.B,), device=device, generator=r.gen), table[0])
+            add(n, op.group, (n,), same(F.embedding), emb_args, TORCH_NOTE, True)
+        elif n in ("add_rmsnorm", "final_norm"):
+            add(n, op.group, (n,), {i: f.add_rmsnorm for i, f in fns.items()},
+                lambda i: (r.t(d.B, d.H), r.t(d.B, d.H), 1.0 + 0.1 * r.t(d.H)))
+        elif op.kind == "compute" and n in ("qkv_proj", "o_proj", "router", "gdn.in_proj", "gdn.out_proj",
+                                            "lm_head", "shared_expert.gate"):
+            K, N = op.shapes["K"], op.shapes["N"]
+            add(n, op.group, (n,), same(F.linear), lambda i, K=K, N=N: (r.t(d.B, K), r.w(N, K)), TORCH_NOTE, True)
+        elif n in ("qk_norm", "rope"):
+            covers = ("qk_norm", "rope") if d.qk_norm == "head" else (n,)
+            name = "qk_norm_rope" if d.qk_norm == "head" else "qk_norm+rope" if d.qk_norm == "full" else "rope"
+            nw = d.hd if d.qk_norm == "head" else None
+
+            def qk_args(i, nw=nw):
+                qw = 1.0 + 0.1 * r.t(nw or d.nq * d.hd)
+                kw = 1.0 + 0.1 * r.t(nw or d.nkv * d.hd)
+                return (r.t(d.B, d.nq, d.hd), r.t(d.B, d.nkv, d.hd), qw, kw, r.positions(d))
+            add(name, "attention" if d.qk_norm == "head" else op.group, ("qk_norm", "rope"),
+                {i: f.qk_prologue for i, f in fns.items()}, qk_args,
+                "q/k RMSNorm fused with RoPE in one moelab launch" if d.qk_norm == "head" else "")
+        elif n in ("attention", "attention.sliding"):
+            S = op.shapes["S"] if n == "attention" else d.S
+
+            def attn_args(i, S=S):
+                kc, vc = r.t(d.B, d.nkv, S, d.hd), r.t(d.B, d.nkv, S, d.hd)
+                pos = torch.full((d.B,), S - 1, dtype=torch.long, device=device)
+                return (r.t(d.B, d.nq, d.hd), r.t(d.B, d.nkv, d.hd), r.t(d.B, d.nkv, d.hd), kc, vc, pos,
+                        torch.arange(d.B, device=device), (pos + 1).to(torch.int32))
+            add(n, op.group, (n,), {i: f.attention for i, f in fns.items()}, attn_args,
+                "KV append (torch index_put) included; eager = SDPA over repeated KV heads")
+        elif n == "attn_output_gate":
+            add(n, op.group, (n,), same(output_gate), lambda i: (r.t(d.B, d.nq * d.hd), r.t(d.B, d.nq * d.hd)),
+                TORCH_NOTE, True)
+        elif n == "router.topk":
+            add(n, op.group, (n,), {i: f.route for i, f in fns.items()}, lambda i: (r.t(d.B, d.E, dtype=torch.float32),))
+        elif n == "experts.gate_up":
+            covers = ("experts.gate_up", "experts.down", "shared_expert.gate_up", "shared_expert.down")
+            covers += ("shared_expert.gate",) if d.shared_gate else ()
+
+            def moe_args(i):
+                w = torch.softmax(r.t(d.B, d.k, dtype=torch.float32), -1)
+                shared = None
+                if d.si:
+                    shared = (r.w(2 * d.si, d.H), r.w(d.H, d.si), r.w(1, d.H) if d.shared_gate else None)
+                return (r.t(d.B, d.H), r.w(d.E, 2 * d.I, d.H), r.w(d.E, d.H, d.I), w, r.ids(d.B, d.E, d.k), shared)
+            add("experts", op.group, covers, {i: f.experts for i, f in fns.items()}, moe_args,
+                "routed experts (+ shared expert) in one call; eager = HF expert loop" if d.si
+                else "routed experts in one call; eager = HF expert loop")
+        elif n == "mlp.gate_up":
+            add("mlp", op.group, ("mlp.gate_up", "mlp.down"), same(swiglu),
+                lambda i: (r.t(d.B, d.H), r.w(2 * d.dense_I, d.H), r.w(d.H, d.dense_I)), TORCH_NOTE, True)
+        elif n == "gdn.conv":
+            add(n, op.group, (n,), same(gdn_conv),
+                lambda i: (r.t(d.B, d.gdn_ch), r.t(d.B, d.gdn_ch, d.conv - 1), r.w(d.gdn_ch, d.conv)), GDN_NOTE, True)
+        elif n == "gdn.recurrence":
+            add(n, op.group, (n,), same(gdn_recurrence),
+                lambda i: (r.t(d.B, d.nk, d.dk), r.t(d.B, d.nk, d.dk), r.t(d.B, d.nv, d.dv), r.t(d.B, d.nv),
+                           r.t(d.B, d.nv), r.t(d.nv, scale=0.1), r.t(d.nv, scale=0.1),
+                           r.t(d.B, d.nv, d.dk, d.dv, scale=0.01, dtype=torch.float32)), GDN_NOTE, True)
+        elif n == "gdn.norm_gate":
+            add(n, op.group, (n,), same(gdn_norm_gate),
+                lambda i: (r.t(d.B, d.nv, d.dv), r.t(d.B, d.nv, d.dv), 1.0 + 0.1 * r.t(d.dv), d.eps), GDN_NOTE, True)
+        elif n == "sample.argmax":
+            add(n, op.group, (n,), same(lambda logits: logits.argmax(-1)), lambda i: (r.t(d.B, d.vocab),),
+                TORCH_NOTE, True)
+        else:
+            raise UserError(f"moelab profile has no implementation for op {n!r} of {spec.name} yet")
+    return units
