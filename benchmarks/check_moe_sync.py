@@ -6,7 +6,7 @@ A race shows as an error that moves between calls on the same inputs, or as coun
 after a call. Prints the worst relative error per (shape, path, config) and the counters' state.
 The first run (2026-12-01, results/sync-check-nvidia-h200-20261201.log) found results moving between runs
 with 8-warp programs (BLOCK_I=16) on every shape, and none with 2 or 4 warps: the launchers now refuse
-more than 4 warps (kernels.moe_pairs.MAX_WARPS).
+more than 4 warps (kernels.moe_decode.MAX_WARPS).
 """
 
 from __future__ import annotations

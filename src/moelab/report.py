@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -10,7 +11,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
+# In a terminal, rich fits its width; piped into a file or a log, a table keeps its natural width
+# (up to 200 columns) instead of being folded to 80.
+console = Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=200)
 
 
 def fmt(v: Any, digits: int = 3) -> str:
@@ -24,6 +27,8 @@ def fmt(v: Any, digits: int = 3) -> str:
             return "nan"
         if abs(v) >= 10 ** digits:
             return f"{v:,.0f}"
+        if 0 < abs(v) < 1e-3:
+            return f"{v:.1e}"
         return f"{v:.{digits}g}"
     return str(v)
 
@@ -35,7 +40,9 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, 
     headers = headers or {}
     t = Table(title=title, caption=caption, show_lines=False)
     for c in columns:
-        t.add_column(headers.get(c, c), justify="left" if rows and isinstance(rows[0].get(c), str) else "right")
+        # fold, never truncate: a cell cut to "0.00…" on an 80-column terminal would show a wrong number
+        t.add_column(headers.get(c, c), justify="left" if rows and isinstance(rows[0].get(c), str) else "right",
+                     overflow="fold")
     for r in rows:
         t.add_row(*(fmt(r.get(c)) for c in columns))
     console.print(t)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 import torch
+
+if not torch.cuda.is_available():  # before any triton-using module is imported (moelab's kernels)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from moelab.models.spec import PRESET_DIR
 from moelab.profile import runner

@@ -68,9 +68,12 @@ def _print(result: dict[str, Any]) -> None:
         bd = {o["name"]: o for o in pc["breakdown"][last]["ops"]}.get(row["name"], {})
         r["pct"] = bd.get("pct_of_floor")
         r["gbps"] = (row["impls"].get(last) or {}).get("gbps")
+        if "moelab" in impls:
+            r["err"] = (row["impls"].get("moelab") or {}).get("rel_err_vs_eager")
         r["share"] = 100 * bd["share"] if bd else None
         rows.append(r)
-    headers = {"floor": "floor µs", "pct": f"{last} % floor", "gbps": f"{last} GB/s", "share": f"{last} share %"}
+    headers = {"floor": "floor µs", "pct": f"{last} % floor", "gbps": f"{last} GB/s", "share": f"{last} share %",
+               "err": "moelab rel err vs eager"}
     for i in impls:
         headers.update({f"{i}_g": f"{i} graph µs", f"{i}_h": f"{i} host µs", f"{i}_n": f"{i} launches"})
     table(rows, title=f"{result['model']}: per op, B={result['batch']}, S={pc['ctx']}, tp={result['tp']}, "
@@ -108,13 +111,16 @@ def _print(result: dict[str, Any]) -> None:
                           "gap_h": None if gp.get("gap_host_us") is None else gp["gap_host_us"] / 1e3,
                           "gap_g": None if gp.get("gap_graph_us") is None else gp["gap_graph_us"] / 1e3,
                           "vs": gp.get("graph_vs_sum_pct"), "launches": s["launches"],
-                          "per": gp.get("gap_per_launch_us")})
+                          "per": gp.get("gap_per_launch_us"), "err": s.get("rel_err_vs_eager")})
         table(srows, headers={"sum": "Σ per-op kernels ms", "host": "chained, host ms", "graph": "chained, graph ms",
                               "gap_h": "host gap ms", "gap_g": "graph gap ms", "vs": "graph vs Σ %",
-                              "launches": "launches / step", "per": "host gap µs / launch"},
+                              "launches": "launches / step", "per": "host gap µs / launch",
+                              "err": "rel err vs eager chain"},
               title=f"the whole step, chained (S={step['ctx']}): dispatch and launch gap",
               caption=(step.get("note", "") + ("; " if step.get("note") else "")
-                       + "collectives not run on one GPU: their estimate is in the breakdown, not here"))
+                       + "collectives not run on one GPU: their estimate is in the breakdown, not here; the chain's "
+                         "error vs eager is end to end (a routing flip at a near-tie can make it large: the "
+                         "per-op errors are the kernel check)"))
     if len(result["per_ctx"]) > 1:
         sw = [{k: v for k, v in r.items() if not k.endswith("_%") or any(
                x["groups"][k[:-2]]["us"] for x in (pc2["breakdown"][last] for pc2 in result["per_ctx"]))}
@@ -128,7 +134,8 @@ def _print(result: dict[str, Any]) -> None:
 
 @app.command("profile")
 def profile_cmd(
-    model: str = typer.Argument(..., help="Preset name (see `moelab models`) or a path to a config.json or checkpoint folder."),
+    model: str = typer.Argument(..., help="Preset name (see `moelab models`) or a path to a config.json or "
+                                          "checkpoint folder."),
     batch: int = typer.Option(1, "--batch", help="Sequences decoded together (tokens per step)."),
     ctx: str = typer.Option("1024", "--ctx", help="Context length S, or a comma-separated list: attention is "
                                                   "re-measured at each, to show its share grow."),
@@ -146,7 +153,7 @@ def profile_cmd(
     plot: Path = typer.Option(None, "--plot", help="Also write a PNG: stacked breakdown per implementation and "
                                                    "the roofline with each op's measured point."),
     save: bool = typer.Option(True, "--save/--no-save", help="Save the result under benchmarks/results/ "
-                                                             "($MOELAB_RESULTS_DIR) with the GPU, versions and commit."),
+                              "($MOELAB_RESULTS_DIR) with the GPU, versions and commit."),
 ) -> None:
     """Where does a real decode step's time go? Every op of the model's decode-step graph at its real
     (tensor-parallel-sharded) shapes, random weights, timed with moelab's one timer — graph-replayed (the

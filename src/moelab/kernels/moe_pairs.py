@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels.moe_decode import _counters, _wait_geq
+from moelab.kernels.moe_decode import _counters, _pop_warps, _wait_geq
 
 
 @triton.jit
@@ -145,11 +145,6 @@ def _moe_pairs_kernel(
                 tl.store(cnt_ptr + N_SLOTS + N_HBLK, 0)
 
 
-# Programs of more than 4 warps are refused: with 8 warps (BLOCK_I=16) results moved between runs on the
-# H200 (benchmarks/check_moe_sync.py, 2026-12-01, results/sync-check-*.json); not understood yet.
-MAX_WARPS = 4
-
-
 def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     """Launch parameters. Best of benchmarks/sweep_moe.py --mode pairs on the H200 (2026-12-01) at
     Qwen3-30B-A3B T=1, 2, 4 and the tp=4 shard T=1 alike: row blocks of 8 (~768 phase-1 programs at T=1),
@@ -164,9 +159,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     I = I2 // 2
     k = topk_ids.shape[1]
     cfg = dict(pairs_config(T, k, H, I), **(config or {}))
-    num_warps = cfg.pop("num_warps")
-    if num_warps > MAX_WARPS:
-        raise ValueError(f"num_warps={num_warps}: the MoE decode kernels allow at most {MAX_WARPS} (see MAX_WARPS)")
+    num_warps = _pop_warps(cfg)
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
     n_slots = T * k + (T if shared is not None else 0)

@@ -86,7 +86,8 @@ def gap(bd: dict[str, Any], step: dict[str, Any] | None) -> dict[str, Any] | Non
            "gap_host_us": None if host is None else host - k,
            "gap_graph_us": None if graph is None else graph - k,
            "graph_vs_sum_pct": None if graph is None or k <= 0 else 100.0 * (graph / k - 1.0),
-           "step_with_comm_est_us": None if host is None else (graph if graph is not None else host) + bd["estimated_us"]}
+           "step_with_comm_est_us": None if host is None
+           else (graph if graph is not None else host) + bd["estimated_us"]}
     out["gap_per_launch_us"] = (out["gap_host_us"] / n if out["gap_host_us"] is not None and n else None)
     return out
 

@@ -359,7 +359,7 @@ def build_units(spec: ModelSpec, graph: list[Op], d: Dims, device: torch.device,
             add(n, op.group, (n,), same(output_gate), lambda i: (r.t(d.B, d.nq * d.hd), r.t(d.B, d.nq * d.hd)),
                 TORCH_NOTE, True)
         elif n == "router.topk":
-            add(n, op.group, (n,), {i: f.route for i, f in fns.items()}, lambda i: (r.t(d.B, d.E, dtype=torch.float32),))
+            add(n, op.group, (n,), {i: f.route for i, f in fns.items()}, lambda i: (r.t(d.B, d.E),))  # logits: x's dtype
         elif n == "experts.gate_up":
             covers = ("experts.gate_up", "experts.down", "shared_expert.gate_up", "shared_expert.down")
             covers += ("shared_expert.gate",) if d.shared_gate else ()

@@ -33,8 +33,9 @@ def write(result: dict[str, Any], path: str) -> None:
             if s.get(key):
                 ax1.scatter([x], [s[key] / 1e3], color="black", marker=marker, zorder=4,
                             label=f"chained step, {key[:-3]}" if x == 0 else None)
+    for x, b in enumerate(bottoms):  # linear scale: a log scale would distort stacked segments
+        ax1.annotate(f"{b:.3g} ms", (x, b), ha="center", xytext=(0, 3), textcoords="offset points", fontsize=8)
     ax1.set_ylabel("ms per decode step (per-op time x count)")
-    ax1.set_yscale("log")
     ax1.set_title(f"{result['model']}: B={result['batch']}, S={pc['ctx']}, tp={result['tp']} on {result['gpu']}")
     ax1.legend(fontsize=8)
 

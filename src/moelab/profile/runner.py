@@ -42,10 +42,12 @@ def require_gpu() -> torch.device:
 device_check: Callable[[], torch.device] = require_gpu
 
 
-def _graph_blocker(unit_name: str, impl: str, spec: ModelSpec) -> str | None:
-    if impl in ("eager", "compile") and unit_name in ("experts", "step") and (unit_name == "experts" or any(spec.moe_layers)):
-        return NO_GRAPH_EXPERT_LOOP
-    return None
+def _graph_blocker(what: str, impl: str, spec: ModelSpec) -> str | None:
+    """Why `what` ("experts", "step" or another unit) cannot be captured under `impl`, or None. Only the
+    HF expert loop (eager, and compiled: it graph-breaks at the same host sync) is known not to be;
+    trying anyway could leave the stream in a failed capture."""
+    loop = what == "experts" or (what == "step" and spec.is_moe)
+    return NO_GRAPH_EXPERT_LOOP if impl in ("eager", "compile") and loop else None
 
 
 def _fn(unit: Unit, impl: str, meter: Meter) -> Callable:
@@ -53,9 +55,32 @@ def _fn(unit: Unit, impl: str, meter: Meter) -> Callable:
     return meter.compiled((unit.name, unit.count, id(base)), base) if impl == "compile" else base
 
 
+def _flat(x: Any) -> list[torch.Tensor]:
+    return [t for t in (x if isinstance(x, (tuple, list)) else (x,)) if isinstance(t, torch.Tensor)]
+
+
+def rel_err(got: Any, ref: Any) -> float:
+    """Largest ‖got − ref‖ / ‖ref‖ over the tensors of two outputs (integer tensors, e.g. expert ids:
+    the fraction of entries that differ)."""
+    errs = []
+    for g, r in zip(_flat(got), _flat(ref), strict=True):
+        if r.is_floating_point():
+            g64, r64 = g.double(), r.double()
+            n = torch.linalg.vector_norm(r64)
+            errs.append(float(torch.linalg.vector_norm(g64 - r64) / n) if n > 0 else float(torch.linalg.vector_norm(g64)))
+        else:
+            errs.append(float((g.long() != r.long()).double().mean()) if r.numel() else 0.0)
+    return max(errs, default=0.0)
+
+
 def _measure_unit(unit: Unit, impls: tuple[str, ...], meter: Meter, spec: ModelSpec, tick) -> dict[str, Any]:
     sets = [unit.make_args(i) for i in range(timing.sets_for_l2(unit.bytes_per_set))]
     out: dict[str, Any] = {}
+    # moelab against the plain-torch callable on the same inputs, before any timing: a fast wrong kernel
+    # must show here. (Torch-only units run the same code in every column: nothing to compare.)
+    err = None
+    if "moelab" in impls and not unit.torch_only:
+        err = rel_err(unit.fns["moelab"](*sets[0]), unit.fns["eager"](*sets[0]))
     for impl in impls:
         fn = _fn(unit, impl, meter)
         r: dict[str, Any] = {}
@@ -69,6 +94,8 @@ def _measure_unit(unit: Unit, impls: tuple[str, ...], meter: Meter, spec: ModelS
         r["launches"] = meter.count(fn, sets[0])
         ref = r["graph"]["us"] if r["graph"]["us"] is not None else r["host"]["us"]
         r["gbps"] = unit.bytes_per_set / (ref * 1e3) if ref else None
+        if impl == "moelab":
+            r["rel_err_vs_eager"] = err
         out[impl] = r
     del sets
     return out
@@ -95,10 +122,14 @@ def _step(spec: ModelSpec, d, impls: tuple[str, ...], meter: Meter, device, dtyp
     if scaled:
         out["note"] = (f"{built} of {spec.layers} layers built (memory budget {budget / 1e9:.0f} GB); "
                        f"step = head + layers x {spec.layers}/{built}")
+    main = chains.get("full") or chains["layers"]
+    ref = main.bind(LayerFns("eager", d)).output()  # the plain-torch chain every impl is compared to
     for impl in impls:
         fns = LayerFns("moelab" if impl == "moelab" else "eager", d)
         res: dict[str, Any] = {}
         parts = {}
+        got = main.bind(fns, compile_layers=impl == "compile").output()
+        res["rel_err_vs_eager"] = float((got - ref).norm() / ref.norm()) if ref.norm() > 0 else None
         for part, chain in chains.items():
             chain.bind(fns, compile_layers=impl == "compile")
             p: dict[str, Any] = {}
@@ -133,7 +164,8 @@ def _step(spec: ModelSpec, d, impls: tuple[str, ...], meter: Meter, device, dtyp
 def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tuple[str, ...],
             ceilings: Ceilings, dtype: torch.dtype = torch.bfloat16, meter: Meter | None = None,
             with_step: bool = True, budget_bytes: int | None = None,
-            progress: Callable[[str], None] | None = None, total: Callable[[int], None] | None = None) -> dict[str, Any]:
+            progress: Callable[[str], None] | None = None,
+            total: Callable[[int], None] | None = None) -> dict[str, Any]:
     """Measure one decode step of `spec` (see the module docstring) and return the report dict.
 
     `impls`: a subset of IMPLS in order. `budget_bytes`: memory for the chained step's weights
@@ -144,14 +176,15 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
 
     bad = [i for i in impls if i not in IMPLS]
     if bad or not impls:
-        raise UserError(f"--impl takes a comma-separated subset of {', '.join(IMPLS)}, got {','.join(impls) or 'nothing'}")
+        raise UserError(f"--impl takes a comma-separated subset of {', '.join(IMPLS)}, "
+                        f"got {','.join(impls) or 'nothing'}")
     check_supported(spec)
     device = device_check()
     meter = meter or Meter()
     graphs = {c: decode_step_ops(spec, batch=batch, ctx=c, tp=tp, dtype="bf16") for c in ctxs}
     roofs = {c: roofline.analyze(g, ceilings, batch=batch) for c, g in graphs.items()}
     floors = {c: {f.name: f for f in r.ops} for c, r in roofs.items()}
-    base = {i for i in impls if i != "compile"} | ({"eager"} if "compile" in impls else set())
+    base = {i for i in impls if i != "compile"} | {"eager"}  # eager: compile's source, moelab's reference
     d0 = dims(spec, batch, ctxs[0], tp)
     units = build_units(spec, graphs[ctxs[0]], d0, device, dtype, tuple(sorted(base)))
     per_ctx_units = {c: [u for u in build_units(spec, graphs[c], dims(spec, batch, c, tp), device, dtype,
@@ -180,6 +213,9 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
         pc["step_floor_us"] = r.step_floor_us
         pc["breakdown"] = {i: bk.breakdown(pc["ops"], i, r.step_floor_us) for i in impls}
 
+    del units, per_ctx_units  # their input builders hold the embedding table
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
     step = None
     if with_step:
         step = _step(spec, d0, impls, meter, device, dtype, budget_bytes, tick)
@@ -194,6 +230,8 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
                      f"{roofline.DEFAULT_COMM_LATENCY_US:g} µs per call), not measured")
     if any(spec.layer_types[i] == "linear_attention" for i in range(spec.layers)):
         notes.append("Gated DeltaNet ops run a plain-torch reference in every column (no kernel yet)")
+    if spec.qk_norm == "head":
+        notes.append("q/k RMSNorm is fused with RoPE (qk_norm_rope) and counted in attention, not in norms")
     notes.append("dense projections, lm_head, router logits, embedding and sampling run torch (cuBLAS) "
                  "in the moelab column too")
     return {"model": spec.name, "source": spec.source, "batch": batch, "tp": tp, "contexts": list(ctxs),

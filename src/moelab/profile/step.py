@@ -79,6 +79,8 @@ class ChainedStep:
         self.layers = [self._weights(r, i) for i in range(built)] if with_layers else []
         self.f: LayerFns | None = None
         self._layer = self._run_layer
+        # Gated DeltaNet states change at every call: kept to restore before a correctness comparison.
+        self._states0 = [(w["conv_state"].clone(), w["state"].clone()) for w in self.layers if "state" in w]
 
     def bind(self, fns: LayerFns, compile_layers: bool = False) -> ChainedStep:
         """Run the chain with `fns` (one implementation's callables); `compile_layers`: torch.compile the
@@ -149,6 +151,22 @@ class ChainedStep:
         h = self._gdn(x, w) if w["kind"] == "linear_attention" else self._attention(x, w)
         x, residual = self.f.add_rmsnorm(h, residual, w["post_norm"])
         return self._mlp(x, w), residual
+
+    def output(self) -> torch.Tensor:
+        """The final hidden state (before lm_head) from the initial recurrent states, in fp32: what two
+        implementations' chains are compared on. (The KV write goes to the same position every call.)"""
+        for w, (c0, s0) in zip([w for w in self.layers if "state" in w], self._states0):
+            w["conv_state"].copy_(c0)
+            w["state"].copy_(s0)
+        h = F.embedding(self.tok, self.embed) if self.with_head else self.hidden0
+        residual = torch.zeros_like(h)
+        for w in self.layers:
+            h, residual = self._layer(h, residual, w)
+        if self.with_head:
+            h, _ = self.f.add_rmsnorm(h, residual, self.final_norm)
+        else:
+            h = h + residual
+        return h.float()
 
     def __call__(self) -> torch.Tensor:
         h = F.embedding(self.tok, self.embed) if self.with_head else self.hidden0
