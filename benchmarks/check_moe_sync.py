@@ -21,6 +21,7 @@ from moelab.kernels.moe_pairs import moe_pairs
 SHAPES = {"qwen3": (128, 2048, 768, 8, 0), "shard": (256, 2048, 128, 8, 0), "qwen35": (256, 2048, 512, 8, 512)}
 CONFIGS = {
     "pairs": [dict(BLOCK_I=8, BLOCK_K=512, BLOCK_H=32, BLOCK_K2=256, num_warps=4),
+              dict(BLOCK_I=8, BLOCK_K=512, BLOCK_H=32, BLOCK_K2=256, num_warps=4, INTERLEAVE=True),
               dict(BLOCK_I=8, BLOCK_K=512, BLOCK_H=16, BLOCK_K2=512, num_warps=4),
               dict(BLOCK_I=4, BLOCK_K=512, BLOCK_H=16, BLOCK_K2=512, num_warps=2)],
     "decode": [dict(BLOCK_T=1, BLOCK_I=8, BLOCK_K=512, BLOCK_H=16, BLOCK_K2=512, num_warps=4)],

@@ -71,6 +71,8 @@ def main() -> None:
                 space = [(16, 64, 16, 64, 4), (16, 128, 16, 64, 4), (32, 64, 32, 64, 4),
                          (16, 64, 32, 64, 4), (16, 128, 16, 128, 4), (16, 64, 16, 64, 2)]
             grid = [dict(BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=nw) for bi, bk, bh, bk2, nw in space]
+            if a.mode == "pairs":  # each tile config in both program orders (slot-major interleave: an experiment)
+                grid = [dict(c, INTERLEAVE=il) for c in grid for il in (False, True)]
             x0, w130, w20, tw0, ids0 = sets[0]
             ref = ops.get("fused_moe", "eager")(x0, w130, w20, tw0, ids0, sh)
             rows = []

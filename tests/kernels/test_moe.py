@@ -133,6 +133,18 @@ def test_skewed_routing(path):
         assert rel(out, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
 
 
+@pytest.mark.parametrize("shared", [None, (24, True)])
+def test_pairs_interleaved_grid(shared):
+    """The slot-major program order (an experiment for T=1) computes the same as the phase-major one."""
+    from moelab.kernels.moe_pairs import moe_pairs
+    for T in (1, 3):
+        x, w13, w2, w, ids, sh = make(T, 8, 48, 40, 2, torch.float32, seed=T, shared=shared)
+        a = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, 48, x.dtype), config=dict(INTERLEAVE=True))
+        b = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, 48, x.dtype), config=dict(INTERLEAVE=False))
+        assert torch.equal(a, b)
+        assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[torch.float32]
+
+
 def test_decode_many_seeds():
     """100 random seeds at one decode shape (routing and data both change)."""
     worst = 0.0

@@ -40,23 +40,34 @@ def _moe_pairs_kernel(
     T: tl.constexpr, K: tl.constexpr, K_PAD: tl.constexpr, T_PAD: tl.constexpr,
     N_SLOTS: tl.constexpr, S_PAD: tl.constexpr, N_IBLK: tl.constexpr, N_HBLK: tl.constexpr, N1: tl.constexpr,
     BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
-    HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr,
+    HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, INTERLEAVE: tl.constexpr,
 ):
     # counters: [0, N_SLOTS) phase-1 blocks done per slot; N_SLOTS + hb: slots done for output block hb;
     # N_SLOTS + N_HBLK: output blocks done (the last resets all).
     P: tl.constexpr = T * K
     pid = tl.program_id(0)
-    q = tl.maximum(pid - N1, 0)
-    s = tl.where(pid < N1, pid // N_IBLK, q // N_HBLK)
-    ib = pid % N_IBLK
-    hb = q % N_HBLK
+    if INTERLEAVE:
+        # Slot-major: [slot 0's phase-1 blocks][slot 0's phase-2 blocks][slot 1's ...]: a slot's down
+        # projection streams while later slots' gate/up still do, and every wait is still on a lower index.
+        s = pid // (N_IBLK + N_HBLK)
+        r = pid % (N_IBLK + N_HBLK)
+        phase1 = r < N_IBLK
+        ib = r
+        hb = tl.maximum(r - N_IBLK, 0)
+    else:
+        # Phase-major: all phase-1 programs, then all phase-2 programs (measured 2026-12-01).
+        q = tl.maximum(pid - N1, 0)
+        phase1 = pid < N1
+        s = tl.where(phase1, pid // N_IBLK, q // N_HBLK)
+        ib = pid % N_IBLK
+        hb = q % N_HBLK
     is_shared = s >= P
     t = tl.where(is_shared, s - P, s // K)
     e = tl.load(tid_ptr + tl.minimum(s, P - 1))
     e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
     I_s = tl.where(is_shared, IS, I)
 
-    if pid < N1:
+    if phase1:
         # ---------------- phase 1: SiLU(x·gate)·(x·up) for BLOCK_I rows of one slot ----------------
         if ib * BLOCK_I < I_s:
             w_base = tl.where(is_shared, sw13_ptr, w13_ptr + e * s_w13e)  # branch-free: no value-yielding `if`
@@ -149,7 +160,7 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     """Launch parameters. Best of benchmarks/sweep_moe.py --mode pairs on the H200 (2026-12-01) at
     Qwen3-30B-A3B T=1, 2, 4 and the tp=4 shard T=1 alike: row blocks of 8 (~768 phase-1 programs at T=1),
     output blocks of 32, the down projection in chunks of 256."""
-    return dict(BLOCK_I=8, BLOCK_K=512, BLOCK_H=32, BLOCK_K2=256, num_warps=4)
+    return dict(BLOCK_I=8, BLOCK_K=512, BLOCK_H=32, BLOCK_K2=256, num_warps=4, INTERLEAVE=False)
 
 
 def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):
