@@ -118,8 +118,10 @@ def sweep_grouped(T: int, ceil, samples: int) -> dict:
     x0, _, _, tw0, ids0 = sets[0]
     ref = ops.get("fused_moe", "eager")(x0, w13, w2, tw0, ids0)
     rows = []
-    for bm, bn, bk, nw, ns in itertools.product([64, 128], [64, 128], [64], [4, 8], [3, 4]):
-        cfg = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns)
+    cfgs = [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns)
+            for bm, bn, bk, nw, ns in itertools.product([64, 128], [64, 128], [64], [4, 8], [3, 4])]
+    cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
+    for cfg in cfgs:
         def f(x, w13, w2, tw, ids, cfg=cfg):
             return moe_grouped(x, w13, w2, tw, ids, out=torch.empty_like(x), config=cfg)
         try:

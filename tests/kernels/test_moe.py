@@ -145,6 +145,18 @@ def test_pairs_interleaved_grid(shared):
         assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[torch.float32]
 
 
+def test_grouped_on_library_grouped_mm():
+    """The explicit torch._grouped_mm variant of the prefill path (bf16: the library op's only dtype)."""
+    from moelab.kernels.moe_grouped import moe_grouped
+    if not hasattr(torch, "_grouped_mm"):
+        pytest.skip("this torch has no _grouped_mm")
+    x, w13, w2, w, ids, sh = make(40, 8, 64, 32, 2, torch.bfloat16, shared=(32, True))
+    out = moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(40, 64, x.dtype), config=dict(GEMM="grouped_mm"))
+    assert rel(out, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[torch.bfloat16]
+    with pytest.raises(ValueError, match="bf16"):
+        moe_grouped(x.float(), w13.float(), w2.float(), w, ids, out=torch.empty(40, 64), config=dict(GEMM="grouped_mm"))
+
+
 def test_decode_many_seeds():
     """100 random seeds at one decode shape (routing and data both change)."""
     worst = 0.0

@@ -137,6 +137,8 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     # scatter_add, not bincount: bincount syncs with the host to size its output (no graph capture).
     count = torch.zeros(E, dtype=torch.int32, device=x.device).scatter_add_(0, flat, torch.ones_like(flat, dtype=torch.int32))
     start = (torch.cumsum(count, 0) - count).to(torch.int32)
+    if cfg.get("GEMM", "triton") == "grouped_mm":
+        return _experts_pass_grouped_mm(x, w13, w2, weights, order, count, k)
     bm = cfg["BLOCK_M"]
     cum_tiles = torch.cumsum((count + bm - 1) // bm, 0).to(torch.int32)
     max_tiles = triton.cdiv(P, bm) + E
@@ -149,6 +151,27 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     _down_kernel[(max_tiles, triton.cdiv(H, cfg["BLOCK_N"]))](
         act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, H, I, E,
         w2.stride(0), w2.stride(1), **meta)
+    return y
+
+
+def _experts_pass_grouped_mm(x, w13, w2, weights, order, count, k) -> torch.Tensor:
+    """The same pass on PyTorch's grouped GEMM (`torch._grouped_mm`: CUTLASS on Hopper), chosen explicitly
+    with config GEMM="grouped_mm" — an alternative to measure against the Triton GEMMs at prefill sizes
+    (FACTS.md: 800 µs at T=4096 on the H200 against these kernels' 1,080 µs). Not fused: x rows are
+    gathered (a P×H copy), SwiGLU is a separate elementwise pass. bf16 only, like the library op."""
+    if not hasattr(torch, "_grouped_mm"):
+        raise ValueError("GEMM='grouped_mm' needs torch._grouped_mm (PyTorch 2.8 or newer)")
+    if x.dtype != torch.bfloat16:
+        raise ValueError(f"GEMM='grouped_mm' runs in bf16 only, got {x.dtype}")
+    I = w2.shape[2]
+    pos = order.long()
+    offs = torch.cumsum(count, 0).to(torch.int32)
+    xs = x.index_select(0, pos // k)  # [P, H] tokens in expert order
+    gu = torch._grouped_mm(xs, w13.transpose(1, 2), offs=offs)  # [P, 2I]
+    act = torch.nn.functional.silu(gu[:, :I]) * gu[:, I:]  # rounded to bf16, as the model does
+    ys = torch._grouped_mm(act, w2.transpose(1, 2), offs=offs)  # [P, H]
+    y = torch.empty(pos.numel(), w2.shape[1], dtype=torch.float32, device=x.device)
+    y[pos] = ys.float() * weights.reshape(-1)[pos, None].float()  # back to (token, slot) order
     return y
 
 
