@@ -157,6 +157,21 @@ def test_grouped_on_library_grouped_mm():
         moe_grouped(x.float(), w13.float(), w2.float(), w, ids, out=torch.empty(40, 64), config=dict(GEMM="grouped_mm"))
 
 
+@pytest.mark.parametrize("T,renorm,shared", [(1, True, None), (1, False, (24, True)), (3, True, None), (9, True, None)])
+def test_moe_block_fused_routing(T, renorm, shared):
+    """Routing inside the pair kernel (T ≤ 4) or route + fused_moe (T > 4): same as the references,
+    and the routing it hands back is the reference routing."""
+    from moelab.ops.moe import moe_block, moe_block_reference
+    E, H, I, k = 16, 48, 40, 4
+    x, w13, w2, _, _, sh = make(T, E, H, I, k, torch.float32, seed=T, shared=shared)
+    logits = torch.randn(T, E, generator=torch.Generator().manual_seed(T + 1)).to(DEV)
+    out, w, ids = moe_block(x, logits, w13, w2, k, renorm, sh)
+    ref, wr, ir = moe_block_reference(x, logits, w13, w2, k, renorm, sh)
+    assert torch.equal(ids.cpu(), ir.cpu())
+    assert rel(w, wr) < 1e-6
+    assert rel(out, ref) <= TOL[torch.float32]
+
+
 def test_decode_many_seeds():
     """100 random seeds at one decode shape (routing and data both change)."""
     worst = 0.0

@@ -60,3 +60,30 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
         from moelab.kernels.moe_grouped import moe_grouped
         return moe_grouped(x, w13, w2, topk_weights, topk_ids, shared, out=out)
     raise ValueError(f"path must be one of {PATHS}, not {path!r}")
+
+
+def moe_block(x, router_logits, w13, w2, k: int, renormalize: bool = True, shared=None, *, out=None):
+    """Softmax top-k routing and the experts in one call: (out[T, H], topk_weights[T, k], topk_ids[T, k]).
+
+    At T ≤ PAIRS_MAX_T the pair kernel routes itself (one launch per layer); above, `route` then `fused_moe`.
+    """
+    from moelab.kernels.route import route
+    from moelab.ops.moe import _check_route_args
+
+    if router_logits.dim() != 2 or router_logits.shape[0] != x.shape[0] or router_logits.shape[1] != w13.shape[0]:
+        raise ValueError(f"router_logits must be [T={x.shape[0]}, E={w13.shape[0]}], got {tuple(router_logits.shape)}")
+    _check_route_args(router_logits, k, "softmax", None, 1, 1)
+    T = x.shape[0]
+    if T == 0 or T > PAIRS_MAX_T:
+        w, ids = route(router_logits, k, "softmax", renormalize)
+        return fused_moe(x, w13, w2, w, ids, shared, out=out), w, ids
+    w = torch.empty(T, k, dtype=torch.float32, device=x.device)
+    ids = torch.empty(T, k, dtype=torch.int32, device=x.device)
+    check_moe_args(x, w13, w2, w, ids, shared, check_ids=False)  # shapes, dtypes, devices; ids are produced here
+    if router_logits.stride(1) != 1 or router_logits.stride(0) != router_logits.shape[1]:
+        router_logits = router_logits.contiguous()
+    if out is None:
+        out = torch.empty_like(x)
+    from moelab.kernels.moe_pairs import moe_pairs
+    moe_pairs(x, w13, w2, w, ids, shared, out=out, router_logits=router_logits, renormalize=renormalize)
+    return out, w, ids

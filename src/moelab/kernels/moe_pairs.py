@@ -28,7 +28,8 @@ from moelab.kernels.moe_decode import _counters, _pop_warps, _wait_geq
 @triton.jit
 def _moe_pairs_kernel(
     # pointers
-    x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K]
+    x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K] (outputs if FUSED_ROUTE)
+    logits_ptr,  # router logits [T,E] (read only if FUSED_ROUTE)
     sw13_ptr, sw2_ptr, sgate_ptr,  # shared expert [2IS,H], [H,IS], [1,H]
     act_ptr, part_ptr, gw_ptr, cnt_ptr, out_ptr,  # act[S,I_MAX] (x dtype), partials fp32 [S,H], shared gate fp32 [T],
     #                                              int32 counters, out[T,H]
@@ -41,6 +42,7 @@ def _moe_pairs_kernel(
     N_SLOTS: tl.constexpr, S_PAD: tl.constexpr, N_IBLK: tl.constexpr, N_HBLK: tl.constexpr, N1: tl.constexpr,
     BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
     HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, INTERLEAVE: tl.constexpr,
+    FUSED_ROUTE: tl.constexpr, E_PAD: tl.constexpr, RENORM: tl.constexpr,
 ):
     # counters: [0, N_SLOTS) phase-1 blocks done per slot; N_SLOTS + hb: slots done for output block hb;
     # N_SLOTS + N_HBLK: output blocks done (the last resets all).
@@ -63,8 +65,31 @@ def _moe_pairs_kernel(
         hb = q % N_HBLK
     is_shared = s >= P
     t = tl.where(is_shared, s - P, s // K)
-    e = tl.load(tid_ptr + tl.minimum(s, P - 1))
-    e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
+    if FUSED_ROUTE:
+        # Softmax top-k of the token's router logits, in every program that needs it (same code, same
+        # inputs: the same answer everywhere; ties to the lower index). Saves the routing launch.
+        offs_e = tl.arange(0, E_PAD)
+        lg = tl.load(logits_ptr + t * E + offs_e, mask=offs_e < E, other=-float("inf")).to(tl.float32)
+        pr = tl.exp(lg - tl.max(lg, axis=0))
+        pr = pr / tl.sum(pr, axis=0)
+        jslot = s % K
+        e = tl.full([], 0, tl.int32)
+        route_w = tl.full([], 0.0, tl.float32)
+        wsum = tl.full([], 0.0, tl.float32)
+        for jj in tl.static_range(K):
+            best = tl.max(pr, axis=0)
+            bi = tl.min(tl.where(pr == best, offs_e, E_PAD), axis=0)
+            e = tl.where(jslot == jj, bi, e)
+            route_w = tl.where(jslot == jj, best, route_w)
+            wsum += best
+            pr = tl.where(offs_e == bi, -float("inf"), pr)
+        if RENORM:
+            route_w = route_w / wsum
+        e = e.to(tl.int64)
+    else:
+        e = tl.load(tid_ptr + tl.minimum(s, P - 1))
+        e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
+        route_w = tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32)
     I_s = tl.where(is_shared, IS, I)
 
     if phase1:
@@ -89,6 +114,10 @@ def _moe_pairs_kernel(
                 acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
             act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
             tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
+            if FUSED_ROUTE:
+                if (ib == 0) & (s < P):  # hand the routing to the caller too
+                    tl.store(tid_ptr + s, e.to(tl.int32))
+                    tl.store(tw_ptr + s, route_w)
             if HAS_SHARED:
                 if is_shared & (ib == 0):  # the shared expert's gate for token t: sigmoid(gate · x[t]), or 1
                     if SHARED_GATE:
@@ -125,8 +154,7 @@ def _moe_pairs_kernel(
             acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
         # Routing weight of the slot; the shared expert's sigmoid gate was stored by its phase-1 block 0
         # (written before the release this program acquired).
-        weight = tl.where(is_shared, tl.load(gw_ptr + t, cache_modifier=".cg"),
-                          tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32))
+        weight = tl.where(is_shared, tl.load(gw_ptr + t, cache_modifier=".cg"), route_w)
         tl.store(part_ptr + s * H + offs_h, acc * weight, mask=hmask)
         tl.debug_barrier()
         arrived = tl.atomic_add(cnt_ptr + N_SLOTS + hb, 1, sem="acq_rel", scope="gpu")
@@ -136,8 +164,11 @@ def _moe_pairs_kernel(
             tmask = offs_t < T
             offs_j = tl.arange(0, K_PAD)
             tk = tmask[:, None] & (offs_j[None, :] < K)
-            ids = tl.load(tid_ptr + offs_t[:, None] * K + offs_j[None, :], mask=tk, other=0)
-            bad = tl.max((((ids < 0) | (ids >= E)) & tk).to(tl.int32), axis=1) > 0
+            if FUSED_ROUTE:
+                bad = offs_t < 0  # ids come from the routing above: always in range
+            else:
+                ids = tl.load(tid_ptr + offs_t[:, None] * K + offs_j[None, :], mask=tk, other=0)
+                bad = tl.max((((ids < 0) | (ids >= E)) & tk).to(tl.int32), axis=1) > 0
             total = tl.zeros((T_PAD, BLOCK_H), dtype=tl.float32)
             for j in tl.static_range(K):
                 total += tl.load(part_ptr + (offs_t[:, None] * K + j) * H + offs_h[None, :],
@@ -163,12 +194,18 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     return dict(BLOCK_I=8, BLOCK_K=512, BLOCK_H=32, BLOCK_K2=256, num_warps=4, INTERLEAVE=False)
 
 
-def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):
-    """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]."""
+def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None,
+              router_logits=None, renormalize: bool = True):
+    """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H].
+
+    With `router_logits` [T, E], the kernel routes itself (softmax top-k, renormalised if asked) and
+    writes the routing into `topk_weights` / `topk_ids` (fp32 / int32 [T, k] buffers): one launch per layer.
+    """
     T, H = x.shape
     E, I2, _ = w13.shape
     I = I2 // 2
     k = topk_ids.shape[1]
+    fused_route = router_logits is not None
     cfg = dict(pairs_config(T, k, H, I), **(config or {}))
     num_warps = _pop_warps(cfg)
     IS = shared[1].shape[1] if shared is not None else 0
@@ -180,15 +217,20 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     act = torch.empty(n_slots, i_max, dtype=x.dtype, device=x.device)
     part = torch.empty(n_slots, H, dtype=torch.float32, device=x.device)
     gw = torch.empty(T, dtype=torch.float32, device=x.device)
-    ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
+    if fused_route:
+        ids = topk_ids  # output buffers, checked by the caller
+    else:
+        ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
     _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](
-        x, w13, w2, topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
+        x, w13, w2, topk_weights if fused_route else topk_weights.contiguous(), ids,
+        router_logits if fused_route else x, sw13, sw2, sgate if sgate is not None else x,
         act, part, gw, _counters(x.device, n_slots + n_hblk + 1), out,
         H, I, IS, E, i_max,
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         T=T, K=k, K_PAD=triton.next_power_of_2(k), T_PAD=triton.next_power_of_2(T),
         N_SLOTS=n_slots, S_PAD=triton.next_power_of_2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
-        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, num_warps=num_warps, **cfg,
+        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, FUSED_ROUTE=fused_route,
+        E_PAD=triton.next_power_of_2(E), RENORM=bool(renormalize), num_warps=num_warps, **cfg,
     )
     return out

@@ -207,7 +207,20 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None):
     return _fused_moe(x, w13, w2, topk_weights, topk_ids, shared=shared, out=out)
 
 
+def moe_block_reference(x, router_logits, w13, w2, k, renormalize=True, shared=None):
+    """Softmax top-k routing then the experts: (out[T, H], topk_weights[T, k], topk_ids[T, k])."""
+    w, ids = route_reference(router_logits, k, "softmax", renormalize)
+    return fused_moe_reference(x, w13, w2, w, ids, shared), w, ids
+
+
+def moe_block(x, router_logits, w13, w2, k, renormalize=True, shared=None, *, out=None):
+    """moelab's routed MoE block: routing fused into the expert kernel at the smallest T (one launch)."""
+    from moelab.kernels.moe import moe_block as _moe_block
+    return _moe_block(x, router_logits, w13, w2, k, renormalize, shared, out=out)
+
+
 ops.register("route", route_reference, route, doc="top-k routing: softmax / topk_softmax / sigmoid grouped")
+ops.register("moe_block", moe_block_reference, moe_block, doc="softmax routing + routed SwiGLU experts")
 ops.register("fused_moe", fused_moe_reference, fused_moe, doc="routed SwiGLU experts with the weighted top-k sum")
 
 

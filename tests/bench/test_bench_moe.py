@@ -1,0 +1,41 @@
+"""The MoE benchmark's implementations all compute the same layer (timing itself needs a GPU)."""
+
+import os
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from moelab import ops  # noqa: E402
+from moelab.bench.moe import MoeShape, make_impls, shape_from_spec  # noqa: E402
+from moelab.models import load_spec  # noqa: E402
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_every_implementation_computes_the_same_layer(shared):
+    shape = MoeShape(E=8, H=32, I=16, k=2, shared_I=16 if shared else 0, shared_gate=shared)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 32, generator=g)
+    logits = torch.randn(3, 8, generator=g)
+    w13, w2 = torch.randn(8, 32, 32, generator=g) / 6, torch.randn(8, 32, 16, generator=g) / 4
+    sh = (torch.randn(32, 32, generator=g) / 6, torch.randn(32, 16, generator=g) / 4, torch.randn(1, 32, generator=g) / 6) \
+        if shared else None
+    w, ids = ops.get("route", "eager")(logits, 2)
+    ref = ops.get("fused_moe", "eager")(x, w13, w2, w, ids, sh)
+    impls = make_impls(shape)
+    assert {"hf_loop", "gather_bmm", "moelab", "moelab_block"} <= set(impls)
+    for name, fn in impls.items():
+        out = fn(x, logits, w13, w2, sh)
+        err = float((out - ref).norm() / ref.norm())
+        assert err < 1e-5, (name, err)
+
+
+def test_shape_from_spec_shards_experts():
+    spec = load_spec("qwen3.5-35b-a3b")
+    s1, s4 = shape_from_spec(spec), shape_from_spec(spec, tp=4, shared=False)
+    assert (s1.E, s1.H, s1.I, s1.k) == (256, 2048, 512, 8) and s1.shared_I == 512 and s1.shared_gate
+    assert (s4.I, s4.shared_I) == (128, 0)  # the first worklog's tp=4 shard
+    with pytest.raises(ValueError, match="does not split"):
+        shape_from_spec(spec, tp=3)
