@@ -24,6 +24,7 @@ SHAPES = {  # E, H, I, k, shared I
     "qwen3": (128, 2048, 768, 8, 0),
     "shard": (256, 2048, 128, 8, 0),
     "qwen35": (256, 2048, 512, 8, 512),
+    "tiny": (8, 64, 32, 2, 32),  # a smoke test of this script on the CPU (--device cpu, TRITON_INTERPRET=1)
 }
 
 
@@ -31,8 +32,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="qwen3,shard,qwen35")
     ap.add_argument("--tokens", default="1,8")
-    ap.add_argument("--mode", default="decode", choices=["decode", "pairs"], help="which decode kernel to sweep")
+    ap.add_argument("--mode", default="decode", choices=["decode", "pairs", "block"],
+                    help="decode / pairs: sweep that kernel's tiles; block: routing in its own launch vs fused into the "
+                         "pair kernel, in both program orders (default tiles)")
     ap.add_argument("--samples", type=int, default=15)
+    ap.add_argument("--device", default="cuda", help="cuda; cpu only to smoke-test the script (times mean nothing)")
     ap.add_argument("--grouped", default="", help="token counts for the grouped (prefill) path sweep, qwen3 shape")
     a = ap.parse_args()
     try:
@@ -40,7 +44,7 @@ def main() -> None:
     except Exception as e:  # the probe is new: say so and use the datasheet rather than stop the sweep
         print(f"measured ceilings unavailable ({type(e).__name__}: {e}); floor from the H200 datasheet")
         ceil = hardware.ceilings("h200")
-    dev, dt = "cuda", torch.bfloat16
+    dev, dt = a.device, (torch.bfloat16 if a.device == "cuda" else torch.float32)
     results = []
     for name in a.shapes.split(","):
         E, H, I, k, SI = SHAPES[name]
@@ -54,13 +58,16 @@ def main() -> None:
             n_sets = timing.sets_for_l2(int(E * (1 - (1 - k / E) ** T)) * 3 * H * I * 2)
             sets = []
             for i in range(n_sets):
-                w, ids = ops.get("route", "eager")(torch.randn(T, E, device=dev), k)
-                sets.append((torch.randn(T, H, device=dev).to(dt), *layers[i % 3], w, ids))
-            distinct = sum(torch.unique(s[4]).numel() for s in sets) / len(sets)
+                lg = torch.randn(T, E, device=dev)
+                w, ids = ops.get("route", "eager")(lg, k)
+                sets.append((torch.randn(T, H, device=dev).to(dt), *layers[i % 3], w, ids, lg))
+            distinct = sum(torch.unique(st[4]).numel() for st in sets) / len(sets)
             floor = (distinct * 3 * H * I * 2 + (3 * H * SI * 2 if SI else 0)) / (ceil.read_gbps * 1e3)
             base = decode_config(T, k, H, I) if a.mode == "decode" else "pairs_config"
             grid = []
-            if a.mode == "pairs":
+            if a.mode == "block":
+                space = []
+            elif a.mode == "pairs":
                 space = [(8, 512, 16, 512, 4), (8, 512, 16, 1024, 4), (4, 1024, 8, 1024, 4), (8, 256, 16, 512, 4),
                          (8, 512, 8, 1024, 4), (8, 512, 32, 256, 4), (4, 512, 16, 512, 2)]
             elif T == 1:  # register-light tiles first (ptxas on CPU: 64-130 registers, no stack)
@@ -73,11 +80,20 @@ def main() -> None:
             grid = [dict(BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=nw) for bi, bk, bh, bk2, nw in space]
             if a.mode == "pairs":  # each tile config in both program orders (slot-major interleave: an experiment)
                 grid = [dict(c, INTERLEAVE=il) for c in grid for il in (False, True)]
-            x0, w130, w20, tw0, ids0 = sets[0]
+            if a.mode == "block":
+                grid = [dict(ROUTE=r, INTERLEAVE=il) for r in ("kernel", "fused") for il in (False, True)]
+            x0, w130, w20, tw0, ids0, _ = sets[0]
             ref = ops.get("fused_moe", "eager")(x0, w130, w20, tw0, ids0, sh)
             rows = []
             for cfg in grid:
-                def f(x, w13, w2, tw, ids, cfg=cfg):
+                def f(x, w13, w2, tw, ids, lg, cfg=cfg):
+                    if a.mode == "block":  # routing counted in: its own launch, or inside the pair kernel
+                        c = {k_: v for k_, v in cfg.items() if k_ != "ROUTE"}
+                        if cfg["ROUTE"] == "kernel":
+                            tw, ids = ops.get("route", "moelab")(lg, k)
+                            return moe_pairs(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=c)
+                        return moe_pairs(x, w13, w2, torch.empty_like(tw), torch.empty_like(ids), sh,
+                                         out=torch.empty_like(x), config=c, router_logits=lg)
                     run = moe_pairs if a.mode == "pairs" else moe_decode
                     return run(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=cfg)
                 try:

@@ -62,6 +62,18 @@ def decode(
     repeats: int = typer.Option(3, "--repeats", help="Timed repetitions of prefill and of the decode loop."),
     gpu: str | None = typer.Option(None, "--gpu", help="Ceilings for the floor: 'measured' (default on a GPU) or a GPU name."),
     as_json: bool = typer.Option(False, "--json", help="Print the tokens and the summary as JSON."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel ranks, one GPU each (torch.distributed: NCCL; gloo "
+                           "on the CPU). Under torchrun pass its --nproc-per-node; without it, moelab starts "
+                           "the N processes itself."),
+    overlap: bool = typer.Option(False, "--overlap/--no-overlap", help="With --tp: decode the batch as two "
+                                 "halves in alternation so one half's all-reduce runs while the other computes "
+                                 "(batch >= 2; no effect at batch 1)."),
+    ep: bool = typer.Option(False, "--ep", help="With --tp: whole routed experts per rank (expert parallel) "
+                            "instead of every expert split along its width."),
+    oneshot_max_bytes: int = typer.Option(0, "--oneshot-max-bytes", help="With --tp on GPUs: all-reduce "
+                                          "messages up to this size go through the one-shot symmetric-memory "
+                                          "path, larger ones through NCCL (0 = always NCCL, the default until "
+                                          "the crossover is measured)."),
 ) -> None:
     """Prefill a prompt batch, decode NEW_TOKENS per sequence with a static KV cache (CUDA graphs, sampling on
     the device, no host sync in the loop), and report prefill ms, decode ms/token, tokens/s, effective
@@ -69,10 +81,13 @@ def decode(
 
     Families: qwen3_moe, qwen2_moe, olmoe, mixtral. `--impl eager` runs the same model on the plain-torch
     reference ops: the "before" of every comparison.
+
+    Tensor parallel: `torchrun --nproc-per-node N -m moelab decode MODEL --tp N ...`, or `moelab decode MODEL
+    --tp N ...` (starts N processes). Attention by heads, experts and MLPs along their width, lm_head by
+    vocabulary; one all-reduce after attention and one after the MoE block per layer. Rank 0 prints.
     """
     import torch
 
-    from moelab import report
     from moelab.engine import Sampling, build, engine_config, resolve
     from moelab.engine.run import measure_run
 
@@ -84,6 +99,12 @@ def decode(
         raise UserError(f"--new-tokens must be at least 1, got {new_tokens}")
     if repeats < 1:
         raise UserError(f"--repeats must be at least 1, got {repeats}")
+    if tp < 1:
+        raise UserError(f"--tp must be at least 1, got {tp}")
+    if ep and tp == 1:
+        raise UserError("--ep places experts on several ranks: it needs --tp 2 or more")
+    if oneshot_max_bytes < 0:
+        raise UserError(f"--oneshot-max-bytes must be >= 0, got {oneshot_max_bytes}")
     sampling = Sampling(temperature, top_p, seed)
     mp = Path(model).expanduser()
     folder = weights or (mp if mp.is_dir() else mp.parent if mp.is_file() else None)
@@ -111,9 +132,57 @@ def decode(
         bad = ids[(ids < 0) | (ids >= cfg.vocab)]
         if bad.numel():  # before any weight is read
             raise UserError(f"token id {int(bad[0])} is outside the vocabulary [0, {cfg.vocab})")
+    opts = dict(model=model, weights=weights, random=random, dtype=dtype, batch=batch, max_len=P + new_tokens,
+                impl=impl, sampling=sampling, use_graphs=not no_graphs, seed=seed, ids=ids, new_tokens=new_tokens,
+                repeats=repeats, gpu=gpu, as_json=as_json, folder=folder)
+    from moelab.engine.comm import env_world
+
+    world = env_world()
+    if world is not None and world[1] > 1:  # started by torchrun: this process is one rank
+        if tp != world[1]:
+            raise UserError(f"--tp {tp}, but torchrun started {world[1]} processes: pass --tp {world[1]}")
+        _tp_rank(opts, overlap, oneshot_max_bytes, ep)
+        return
+    if tp > 1:
+        from moelab.engine.tp import launch, local_config
+
+        local_config(cfg, tp, ep)  # tp must divide the heads and widths: say so before starting anything
+        launch(tp, _tp_rank, opts, overlap, oneshot_max_bytes, ep)
+        return
     eng = build(model, weights=weights, random=random, dtype=dtype, batch=batch, max_len=P + new_tokens,
                 impl=impl, sampling=sampling, use_graphs=not no_graphs, seed=seed)
     tokens, summary = measure_run(eng, ids.to(eng.device), new_tokens, repeats=repeats, gpu=gpu)
+    _print(tokens, summary, tok, as_json)
+
+
+def _tp_rank(opts: dict, overlap: bool, oneshot_max_bytes: int, ep: bool = False) -> None:
+    """One tensor-parallel rank of `moelab decode` (torchrun's environment variables name it)."""
+    import torch.distributed as dist
+
+    from moelab.engine.comm import Comm, env_world
+    from moelab.engine.run import measure_run
+    from moelab.engine.tp import build_tp, init_distributed
+
+    rank, world, local_rank = env_world()
+    o = dict(opts)
+    dev = init_distributed(rank, world, local_rank)  # cuda:LOCAL_RANK when there are GPUs, else the CPU
+    try:
+        comm = Comm(device=dev, oneshot_max_bytes=oneshot_max_bytes)
+        ids, new_tokens, repeats, gpu, as_json, folder = (o.pop(k) for k in
+                                                          ("ids", "new_tokens", "repeats", "gpu", "as_json", "folder"))
+        model = o.pop("model")
+        eng = build_tp(model, comm=comm, overlap=overlap, ep=ep, **o)
+        tokens, summary = measure_run(eng, ids.to(dev), new_tokens, repeats=repeats, gpu=gpu)
+        if rank == 0:
+            _print(tokens, summary, _tokenizer(folder), as_json)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _print(tokens, summary: dict, tok, as_json: bool) -> None:
+    from moelab import report
+
     out_tokens = tokens.cpu().tolist()
     texts = [tok.decode(t) for t in out_tokens] if tok is not None else None
     if as_json:

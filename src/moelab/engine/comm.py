@@ -2,7 +2,7 @@
 
 Two all-reduce paths, one interface (`Comm.all_reduce`):
 
-  * "nccl": `dist.all_reduce` on the process group — NCCL on CUDA, gloo on the CPU. Handles any size and
+  * "dist": `dist.all_reduce` on the process group — NCCL on CUDA, gloo on the CPU. Handles any size and
     can run asynchronously (`async_op=True`: the collective runs on the backend's own stream while the
     caller's stream proceeds; `Pending.wait()` joins them).
   * "oneshot": a one-shot all-reduce over peer-to-peer symmetric memory
@@ -14,15 +14,15 @@ Two all-reduce paths, one interface (`Comm.all_reduce`):
     reads peers over P2P loads, and nothing here creates a multicast object or touches
     NCCL_NVLS_ENABLE / TORCH_SYMM_MEM_DISABLE_MULTICAST.
 
-Which path a message takes: "oneshot" for messages of at most `oneshot_max_bytes`, "nccl" above. The
+Which path a message takes: "oneshot" for messages of at most `oneshot_max_bytes`, "dist" above. The
 threshold is to be measured on 2 and 4 H200s (`benchmarks/allreduce_tp.py`); until then it defaults to 0
-(always NCCL), so nothing unmeasured is switched on by default.
+(always "dist", i.e. NCCL), so nothing unmeasured is switched on by default.
 """
 
 from __future__ import annotations
 
-import math
 import os
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -31,7 +31,7 @@ from moelab.errors import UserError
 
 # Bytes at or below which the one-shot path is taken. 0 = never, until measured (see module docstring).
 DEFAULT_ONESHOT_MAX_BYTES = 0
-# The symmetric buffer is sized once, for the largest message the one-shot path may carry.
+# The symmetric buffers are sized once, for the largest message the one-shot path may carry.
 _SYMM_BUFFER_BYTES = 1 << 20
 
 
@@ -72,8 +72,10 @@ class Comm:
         self.rank, self.size = dist.get_rank(self.group), dist.get_world_size(self.group)
         self.device = device or torch.device("cpu")
         self.oneshot_max_bytes = min(oneshot_max_bytes, _SYMM_BUFFER_BYTES)
-        self._symm: torch.Tensor | None = None
-        self.calls = {"nccl": 0, "oneshot": 0, "all_gather": 0}  # per path, for the run summary and tests
+        self._symm: list[torch.Tensor] | None = None
+        self._turn = 0
+        # Calls made from Python, per path (a CUDA graph's replays are not counted: its capture is).
+        self.calls = {"dist": 0, "oneshot": 0, "all_gather": 0}
         if oneshot_max_bytes > 0:
             why = oneshot_unsupported_reason(self.device)
             if why:
@@ -83,20 +85,33 @@ class Comm:
     def _setup_symm(self) -> None:
         import torch.distributed._symmetric_memory as symm_mem
 
-        # One buffer per rank, mapped into every peer's address space by the rendezvous (P2P, no multicast).
-        self._symm = symm_mem.empty(_SYMM_BUFFER_BYTES, dtype=torch.uint8, device=self.device)
-        symm_mem.rendezvous(self._symm, self.group)
+        # Buffers mapped into every peer's address space by the rendezvous (P2P, no multicast). Two, used
+        # in turn: a rank that has finished call n may write call n+1's input while a slower peer still
+        # reads call n's from it; with two, it next writes the buffer of call n-1, which every peer has
+        # finished reading once all have entered call n (the kernel's opening barrier). Under CUDA graphs
+        # the turns are fixed at capture: a step must make an even number of one-shot calls (it does: two
+        # per layer, all of one size).
         self._group_name = self.group.group_name
+        if hasattr(symm_mem, "enable_symm_mem_for_group"):
+            # Required by older torch, deprecated (unneeded, warns) in newer: call it, silence the warning.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                symm_mem.enable_symm_mem_for_group(self._group_name)
+        self._symm = []
+        for _ in range(2):
+            buf = symm_mem.empty(_SYMM_BUFFER_BYTES, dtype=torch.uint8, device=self.device)
+            symm_mem.rendezvous(buf, self.group)
+            self._symm.append(buf)
 
     def path(self, t: torch.Tensor) -> str:
         nbytes = t.numel() * t.element_size()
-        return "oneshot" if self._symm is not None and 0 < nbytes <= self.oneshot_max_bytes else "nccl"
+        return "oneshot" if self._symm is not None and 0 < nbytes <= self.oneshot_max_bytes else "dist"
 
     def all_reduce(self, t: torch.Tensor, *, async_op: bool = False) -> torch.Tensor | Pending:
         """Sum of `t` over the ranks (every rank gets it). Returns the tensor, or a `Pending` when `async_op`.
 
-        The NCCL/gloo path reduces `t` in place; the one-shot path returns a new tensor and is always
-        synchronous with the caller's stream (a `Pending` that is already done, under `async_op`).
+        The "dist" path (NCCL, or gloo on the CPU) reduces `t` in place; the one-shot path returns a new
+        tensor and is always synchronous with the caller's stream (a `Pending` already done, under `async_op`).
         """
         if self.size == 1:
             return Pending(t) if async_op else t
@@ -104,7 +119,7 @@ class Comm:
             self.calls["oneshot"] += 1
             out = self._oneshot(t)
             return Pending(out) if async_op else out
-        self.calls["nccl"] += 1
+        self.calls["dist"] += 1
         if async_op:
             return Pending(t, dist.all_reduce(t, group=self.group, async_op=True))
         dist.all_reduce(t, group=self.group)
@@ -113,7 +128,8 @@ class Comm:
     def _oneshot(self, t: torch.Tensor) -> torch.Tensor:
         ops = torch.ops.symm_mem
         flat = t.contiguous().view(-1)
-        buf = self._symm.view(t.dtype)[: flat.numel()]
+        buf = self._symm[self._turn].view(t.dtype)[: flat.numel()]
+        self._turn ^= 1
         if hasattr(ops, "one_shot_all_reduce_copy"):  # the copy into the symmetric buffer fused in
             out = ops.one_shot_all_reduce_copy(buf, flat, "sum", self._group_name)
         else:
@@ -164,8 +180,3 @@ def env_world() -> tuple[int, int, int] | None:
         ws = int(os.environ["WORLD_SIZE"])
         return int(os.environ["RANK"]), ws, int(os.environ.get("LOCAL_RANK", os.environ["RANK"]))
     return None
-
-
-def message_bytes(batch: int, hidden: int, elem: int) -> int:
-    """Bytes of one decode all-reduce message: hidden × batch × element size."""
-    return math.prod((batch, hidden, elem))

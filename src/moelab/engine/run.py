@@ -17,14 +17,15 @@ from moelab.engine.generate import Engine
 from moelab.models import ModelSpec
 
 
-def floor_for(spec: ModelSpec, batch: int, ctx: int, elem_bytes: int, gpu: str | None) -> dict[str, Any]:
-    """Bytes one decode step reads and its roofline floor on `gpu` (None: this machine's, if it has a GPU)."""
+def floor_for(spec: ModelSpec, batch: int, ctx: int, elem_bytes: int, gpu: str | None, tp: int = 1) -> dict[str, Any]:
+    """Bytes one decode step reads and its roofline floor on `gpu` (None: this machine's, if it has a GPU);
+    with `tp` > 1, one rank's bytes and floor (its shard, plus the all-reduces' estimated cost)."""
     from moelab.models import decode_step_ops
 
     if elem_bytes not in (1, 2):  # the op graph knows bf16/fp16 (2 B) and fp8 (1 B) weights
         return {"bytes_per_step": None, "floor_ms_per_step": None, "ceilings": None,
                 "floor_note": "no floor for fp32 weights (the op graph counts bf16/fp8 bytes)"}
-    op_list = decode_step_ops(spec, batch=batch, ctx=ctx, tp=1, dtype="bf16" if elem_bytes == 2 else "fp8")
+    op_list = decode_step_ops(spec, batch=batch, ctx=ctx, tp=tp, dtype="bf16" if elem_bytes == 2 else "fp8")
     out: dict[str, Any] = {"bytes_per_step": sum(op.bytes * op.count for op in op_list)}
     if gpu is None and not torch.cuda.is_available():
         return {**out, "floor_ms_per_step": None, "ceilings": None,
@@ -46,9 +47,13 @@ def measure_run(eng: Engine, prompt: torch.Tensor, new_tokens: int, *, repeats: 
     produced them (`deterministic`).
     """
     spec = eng.spec
+    tp = getattr(eng, "tp", 1)  # set by engine.tp.build_tp
+    # Under tensor parallelism every rank must make the same calls (each holds collectives): no
+    # per-rank calibration of how many calls make one timing sample.
+    same_calls = {"min_sample_us": 0.0} if tp > 1 else {}
     tokens = eng.generate(prompt, new_tokens)
     B, P = prompt.shape
-    pre = timing.measure(lambda: eng.prefill(prompt), mode="host", warmup=1, samples=repeats)
+    pre = timing.measure(lambda: eng.prefill(prompt), mode="host", warmup=1, samples=repeats, **same_calls)
     steps = new_tokens - 1
     summary: dict[str, Any] = {
         "model": spec.name, "model_type": spec.model_type, "impl": eng.model.impl, "batch": B, "prompt_len": P,
@@ -62,10 +67,10 @@ def measure_run(eng: Engine, prompt: torch.Tensor, new_tokens: int, *, repeats: 
             eng.reseed()
             eng.decode(first, steps)
 
-        dec = timing.measure(decode_run, mode="host", warmup=1, samples=repeats)
+        dec = timing.measure(decode_run, mode="host", warmup=1, samples=repeats, **same_calls)
         step_ms = dec.median_us / 1e3 / steps
         again = eng.generate(prompt, new_tokens)
-        fl = floor_for(spec, B, P + new_tokens // 2, eng.embed.element_size(), gpu)
+        fl = floor_for(spec, B, P + new_tokens // 2, eng.embed.element_size(), gpu, tp=tp)
         summary.update(
             decode_ms_per_token=step_ms, decode_spread_pct=dec.spread_pct, tokens_per_s=B * 1e3 / step_ms,
             deterministic=bool(torch.equal(again, tokens)), mean_ctx=P + new_tokens // 2, **fl,
@@ -75,4 +80,8 @@ def measure_run(eng: Engine, prompt: torch.Tensor, new_tokens: int, *, repeats: 
     summary["peak_gpu_mem_gib"] = (torch.cuda.max_memory_allocated(eng.device) / 1024 ** 3
                                    if eng.device.type == "cuda" else None)
     summary["timer"] = pre.timer
+    if tp > 1:
+        comm = eng.comm
+        summary.update(tp=tp, overlap=eng.model.overlap, ep=eng.model.ep, oneshot_max_bytes=comm.oneshot_max_bytes,
+                       allreduce_calls=dict(comm.calls))
     return tokens, summary

@@ -5,7 +5,10 @@ Sharding (the same rules as `moelab.models.graph`, which counts their bytes):
     read — Hk/tp of them, or one KV head replicated over tp/Hk ranks when Hk < tp;
   * routed experts along their intermediate dimension (w13 rows, w2 columns of every expert), shared
     experts and dense MLPs likewise (column-parallel in, row-parallel out): each rank's output is a
-    partial sum of the block's output;
+    partial sum of the block's output. With `ep` (expert parallel) rank r holds whole experts
+    r·E/tp..(r+1)·E/tp-1 instead, and the slots of a token's top-k that name another rank's expert get
+    weight 0 (pointing at local expert 0, so the block stays one all-reduce; the cost: a rank that no
+    token routes to still reads its expert 0 — a kernel that skipped zero-weight slots would not);
   * lm_head by vocabulary: ceil(V/tp) rows per rank (the last padded with zeros), logits all-gathered;
   * embedding, router, norms replicated. A bias on a row-parallel output (o_proj) is added by rank 0 only.
 Per layer: one all-reduce after attention, one after the MoE/MLP block (OLMoE's q/k norm over all heads
@@ -25,6 +28,7 @@ Processes: one per GPU, `torch.distributed` (NCCL on CUDA, gloo on the CPU), sta
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 from functools import partial
@@ -37,7 +41,7 @@ import torch.nn.functional as F
 from moelab.engine.cache import KVCache
 from moelab.engine.comm import Comm, DEFAULT_ONESHOT_MAX_BYTES, Pending, distributed_rmsnorm
 from moelab.engine.config import EngineConfig
-from moelab.engine.model import DecodeStep, Model
+from moelab.engine.model import DecodeStep, Model, MoE
 from moelab.engine.weights import Checkpoint, Part, check_memory, plan, tensor_shapes, validate
 from moelab.errors import UserError
 
@@ -63,13 +67,17 @@ def kv_heads_local(cfg: EngineConfig, tp: int, rank: int) -> tuple[int, int, int
     return rank // rep, 1, rep
 
 
-def local_config(cfg: EngineConfig, tp: int) -> EngineConfig:
+def local_config(cfg: EngineConfig, tp: int, ep: bool = False) -> EngineConfig:
     """The config one rank's forward sees: its heads and intermediate widths (vocab stays whole: the logits
-    are gathered). Raises UserError when tp does not divide what it must."""
+    are gathered; so does the expert count, the router being replicated). Raises UserError when tp does
+    not divide what it must."""
+    heads = _div("num_attention_heads", cfg.heads, tp)
     _, nk, _ = kv_heads_local(cfg, tp, 0)
+    if ep:
+        _div("num_experts (--ep)", cfg.experts, tp)
     return dataclasses.replace(
-        cfg, heads=_div("num_attention_heads", cfg.heads, tp), kv_heads=nk,
-        moe_intermediate=_div("moe_intermediate_size", cfg.moe_intermediate, tp),
+        cfg, heads=heads, kv_heads=nk,
+        moe_intermediate=cfg.moe_intermediate if ep else _div("moe_intermediate_size", cfg.moe_intermediate, tp),
         shared_intermediate=_div("shared expert width", cfg.shared_intermediate, tp) if cfg.shared_intermediate else 0,
         dense_intermediate=_div("intermediate_size", cfg.dense_intermediate, tp) if cfg.dense_layers else cfg.dense_intermediate,
     )
@@ -79,7 +87,7 @@ def vocab_local(cfg: EngineConfig, tp: int) -> int:
     return math.ceil(cfg.vocab / tp)
 
 
-def shard_specs(cfg: EngineConfig, tp: int, rank: int) -> dict[str, Spec]:
+def shard_specs(cfg: EngineConfig, tp: int, rank: int, ep: bool = False) -> dict[str, Spec]:
     """For every engine tensor (weights.tensor_shapes) the part rank `rank` holds (see `Spec`).
 
     "lm_head" is always listed (tied models slice it from the embedding); "o_bias" of ranks > 0 is
@@ -112,7 +120,12 @@ def shard_specs(cfg: EngineConfig, tp: int, rank: int) -> dict[str, Spec]:
             specs[p + "q_norm"], specs[p + "k_norm"] = (0, [q]), (0, [(kv0 * D, (kv0 + nk) * D)])
         if cfg.is_moe(i):
             I = cfg.moe_intermediate
-            specs.update({p + "router": None, p + "w13": (1, halves(I)), p + "w2": (2, cols(I))})
+            if ep:
+                el = cfg.experts // tp
+                mine = [(rank * el, (rank + 1) * el)]
+                specs.update({p + "router": None, p + "w13": (0, mine), p + "w2": (0, mine)})
+            else:
+                specs.update({p + "router": None, p + "w13": (1, halves(I)), p + "w2": (2, cols(I))})
             if cfg.shared_intermediate:
                 S = cfg.shared_intermediate
                 specs.update({p + "shared_w13": (0, halves(S)), p + "shared_w2": (1, cols(S)),
@@ -179,17 +192,17 @@ def _shard_parts(part: Part, full: tuple[int, ...], spec: Spec):
         off += b - a
 
 
-def local_bytes(cfg: EngineConfig, tp: int, rank: int, dtype: torch.dtype) -> int:
+def local_bytes(cfg: EngineConfig, tp: int, rank: int, dtype: torch.dtype, ep: bool = False) -> int:
     """Bytes of the weights rank `rank` holds."""
     elem = torch.empty((), dtype=dtype).element_size()
-    specs, shapes = shard_specs(cfg, tp, rank), tensor_shapes(cfg)
+    specs, shapes = shard_specs(cfg, tp, rank, ep), tensor_shapes(cfg)
     shapes.setdefault("lm_head", (cfg.vocab, cfg.hidden))
     return elem * sum(math.prod(local_shape(s, specs[k])) for k, s in shapes.items()
                       if not (k.endswith(".o_bias") and rank > 0))
 
 
 def load_shard(cfg: EngineConfig, folder: str | Path, dtype: torch.dtype, device: torch.device, tp: int,
-               rank: int, reserve_bytes: int = 0) -> dict[str, torch.Tensor]:
+               rank: int, reserve_bytes: int = 0, ep: bool = False) -> dict[str, torch.Tensor]:
     """Rank `rank`'s shard of a checkpoint, read slice by slice (safetensors get_slice: only its bytes).
 
     Same checks as `weights.load_checkpoint`, before anything is allocated: every tensor present and of
@@ -198,8 +211,9 @@ def load_shard(cfg: EngineConfig, folder: str | Path, dtype: torch.dtype, device
     ckpt = Checkpoint(folder)
     pl = plan(cfg, ckpt)
     validate(pl, ckpt)
-    check_memory(local_bytes(cfg, tp, rank, dtype) + reserve_bytes, device, f"rank {rank}'s weight shard and KV cache")
-    specs, shapes = shard_specs(cfg, tp, rank), tensor_shapes(cfg)
+    check_memory(local_bytes(cfg, tp, rank, dtype, ep) + reserve_bytes, device,
+                 f"rank {rank}'s weight shard and KV cache")
+    specs, shapes = shard_specs(cfg, tp, rank, ep), tensor_shapes(cfg)
     if cfg.tie_embeddings:  # lm_head is the embedding: read its rows of embed_tokens
         pl["lm_head"], shapes["lm_head"] = pl["embed"], shapes["embed"]
     out: dict[str, torch.Tensor] = {}
@@ -216,14 +230,14 @@ def load_shard(cfg: EngineConfig, folder: str | Path, dtype: torch.dtype, device
 
 
 def random_shard(cfg: EngineConfig, dtype: torch.dtype, device: torch.device, tp: int, rank: int, seed: int = 0,
-                 reserve_bytes: int = 0) -> dict[str, torch.Tensor]:
+                 reserve_bytes: int = 0, ep: bool = False) -> dict[str, torch.Tensor]:
     """Rank `rank`'s slice of the seeded random model `weights.random_weights(cfg, seed=seed)` draws."""
     from moelab.engine.weights import random_weights
 
-    specs = shard_specs(cfg, tp, rank)
+    specs = shard_specs(cfg, tp, rank, ep)
     w = random_weights(cfg, dtype, device, seed=seed, reserve_bytes=reserve_bytes,
                        shard=lambda k, t: (t if k == "embed" else shard_tensor(k, t, specs[k], rank)),
-                       need_bytes=local_bytes(cfg, tp, rank, dtype))
+                       need_bytes=local_bytes(cfg, tp, rank, dtype, ep))
     if cfg.tie_embeddings:
         w["lm_head"] = shard_tensor("lm_head", w["embed"], specs["lm_head"], rank)
     return w
@@ -233,10 +247,14 @@ class TPModel(Model):
     """`Model` over one rank's shard, with the all-reduces and the logits all-gather (module docstring)."""
 
     def __init__(self, cfg: EngineConfig, weights: dict[str, torch.Tensor], impl: str, comm: Comm,
-                 overlap: bool = False):
-        self.full_cfg, self.comm, self.overlap = cfg, comm, overlap
-        super().__init__(local_config(cfg, comm.size), weights, impl)
+                 overlap: bool = False, ep: bool = False):
+        self.full_cfg, self.comm, self.overlap, self.ep = cfg, comm, overlap, ep
+        super().__init__(local_config(cfg, comm.size, ep), weights, impl)
         self._views: dict[tuple[int, int, int], _CacheRows] = {}
+        if ep:
+            el = cfg.experts // comm.size
+            self.layers = [(mixer, _ExpertParallel(mlp, comm.rank * el, el) if isinstance(mlp, MoE) else mlp, a, b)
+                           for mixer, mlp, a, b in self.layers]
         if cfg.qk_norm == "full":
             _, _, rep = kv_heads_local(cfg, comm.size, comm.rank)
             widths = {"q": (cfg.heads * cfg.head_dim, 1), "k": (cfg.kv_heads * cfg.head_dim, rep)}
@@ -293,6 +311,22 @@ class TPModel(Model):
         return self._views[key]
 
 
+class _ExpertParallel:
+    """A MoE block over experts first..first+n-1 only: other ranks' slots get weight 0 (module docstring)."""
+
+    def __init__(self, moe: MoE, first: int, n: int):
+        self.moe, self.first, self.n = moe, first, n
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        m = self.moe
+        logits = F.linear(x, m.router)  # [T, E], replicated: every rank routes alike
+        weights, ids = m.route(logits, m.cfg.top_k, "softmax", m.cfg.norm_topk_prob)  # [T, k], global ids
+        local = ids - self.first
+        mine = (local >= 0) & (local < self.n)
+        ids = torch.where(mine, local, torch.zeros_like(local))
+        return m.fused_moe(x, m.w13, m.w2, weights * mine.to(weights.dtype), ids, m.shared)
+
+
 class _CacheRows:
     """Sequences a..b-1 of a KVCache, with its interface: views, so writes land in the cache itself."""
 
@@ -318,6 +352,8 @@ def init_distributed(rank: int, world: int, local_rank: int, device: str | None 
         torch.cuda.set_device(dev)
     else:
         dev = torch.device("cpu")
+        # The ranks share this machine's cores: without this each would start one thread per core.
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // world))
     if not dist.is_initialized():
         dist.init_process_group("nccl" if use_cuda else "gloo", rank=rank, world_size=world,
                                 **({"device_id": dev} if use_cuda else {}))
@@ -327,7 +363,7 @@ def init_distributed(rank: int, world: int, local_rank: int, device: str | None 
 def build_tp(model: str | Path, *, comm: Comm, weights: str | Path | None = None, random: bool = False,
              dtype: str | None = None, batch: int = 1, max_len: int = 2048, impl: str = "moelab",
              sampling=None, use_graphs: bool = True, seed: int = 0, keep_logits: bool = False,
-             overlap: bool = False):
+             overlap: bool = False, ep: bool = False):
     """`engine.build` for one rank of a tensor-parallel group: this rank's shard, its KV heads' cache, and
     a `TPModel` forward. Every rank must call it with the same arguments."""
     from moelab.engine import Engine, Sampling, engine_config, parse_dtype, resolve
@@ -335,7 +371,7 @@ def build_tp(model: str | Path, *, comm: Comm, weights: str | Path | None = None
     spec, raw = resolve(model)
     cfg = engine_config(spec, raw)
     tp, rank, dev = comm.size, comm.rank, comm.device
-    lcfg = local_config(cfg, tp)  # the divisibility errors, before anything is read
+    lcfg = local_config(cfg, tp, ep)  # the divisibility errors, before anything is read
     if random and weights is not None:
         raise UserError("pass either --weights DIR or --random, not both")
     if not random and weights is None:
@@ -355,14 +391,14 @@ def build_tp(model: str | Path, *, comm: Comm, weights: str | Path | None = None
         raise UserError(f"context {max_len} exceeds the model's max_position_embeddings {cfg.max_positions}")
     cache_bytes = KVCache.nbytes(lcfg, batch, max_len, dt)
     if random:
-        w = random_shard(cfg, dt, dev, tp, rank, seed=seed, reserve_bytes=cache_bytes)
+        w = random_shard(cfg, dt, dev, tp, rank, seed=seed, reserve_bytes=cache_bytes, ep=ep)
     else:
-        w = load_shard(cfg, weights, dt, dev, tp, rank, reserve_bytes=cache_bytes)
+        w = load_shard(cfg, weights, dt, dev, tp, rank, reserve_bytes=cache_bytes, ep=ep)
     # Engine builds a plain Model of the local config (cheap: it only keeps references); the TP forward
     # replaces it. (An Engine(model=...) parameter in generate.py would make this direct.)
     eng = Engine(lcfg, w, batch=batch, max_len=max_len, impl=impl, sampling=sampling or Sampling(),
                  use_graphs=use_graphs, keep_logits=keep_logits)
-    eng.model = TPModel(cfg, w, impl, comm, overlap=overlap)
+    eng.model = TPModel(cfg, w, impl, comm, overlap=overlap, ep=ep)
     eng.spec, eng.tp, eng.comm = spec, tp, comm
     return eng
 
@@ -388,6 +424,8 @@ def launch(world: int, fn, *args) -> None:
 
     from moelab.engine.comm import free_port
 
+    # When one rank fails, spawn stops the others and logs each SIGTERM: noise beside the error we raise.
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     ctx = mp.get_context("spawn")
     errors = ctx.SimpleQueue()
     try:
