@@ -20,33 +20,11 @@ import math
 import torch
 import torch.nn.functional as F
 
-from moelab import hardware, ops, report, timing
+from moelab import ops, report, timing
+from moelab.bench import floor_read_gbps
 from moelab.kernels import attention as attn_kernel
 
 HQ, HK, D = 32, 4, 128
-
-
-def read_bandwidth(arg: float | None) -> tuple[float, str]:
-    """GB/s for the floor: --read-gbps if given, else this GPU's measured ceiling, else 4300 (said aloud)."""
-    if arg is not None:
-        return arg, "--read-gbps"
-    try:
-        c = hardware.ceilings()
-        return c.read_gbps, f"hardware.ceilings(): {c.source}"
-    except Exception as e:  # the probe may be missing or fail: the floor must still be stated
-        print(f"hardware.ceilings() unavailable ({type(e).__name__}: {e}); the floor uses 4300 GB/s")
-        return 4300.0, "default 4300 GB/s"
-
-
-def count_launches(fn, args) -> int:
-    from torch.profiler import ProfilerActivity, profile
-
-    fn(*args)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn(*args)
-        torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
 
 
 def hf_eager(q, k, v, lens):
@@ -81,7 +59,7 @@ def main() -> None:
         raise SystemExit("bench_attention: needs a CUDA GPU")
     from torch.nn.attention import SDPBackend
 
-    gbps, gbps_source = read_bandwidth(a.read_gbps)
+    gbps, gbps_source = floor_read_gbps(a.read_gbps)
     dt, dev = torch.bfloat16, "cuda"
     reference, kernel = ops.get("decode_attention", "eager"), ops.get("decode_attention", "moelab")
     impls = {"eager": hf_eager}
@@ -107,7 +85,7 @@ def main() -> None:
         if not err <= 2e-2:
             raise SystemExit(f"bench_attention: moelab is off by {err:.3g} (rel) at {shape}; not timing it")
         block_n, splits = attn_kernel.launch_params(b, HK, s, D, attn_kernel.sm_count(torch.device(dev)))
-        meta[shape] = {"rel_err": err, "launches": count_launches(impls["moelab"], sets[0]),
+        meta[shape] = {"rel_err": err, "launches": timing.count_launches(impls["moelab"], sets[0]),
                        "num_splits": splits, "block_n": block_n, "rotation_sets": len(sets)}
         times = {}
         for name, fn in impls.items():

@@ -20,31 +20,8 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from moelab import hardware, ops, report, timing
-
-
-def read_bandwidth(arg: float | None) -> tuple[float, str]:
-    """GB/s for the floor: --read-gbps if given, else this GPU's measured ceiling, else 4300 (said aloud)."""
-    if arg is not None:
-        return arg, "--read-gbps"
-    try:
-        c = hardware.ceilings()
-        return c.read_gbps, f"hardware.ceilings(): {c.source}"
-    except Exception as e:  # the probe may be missing or fail: the floor must still be stated
-        print(f"hardware.ceilings() unavailable ({type(e).__name__}: {e}); the floor uses 4300 GB/s")
-        return 4300.0, "default 4300 GB/s"
-
-
-def count_launches(fn, args) -> int:
-    """Device kernels (and memcpy/memset) one call of fn(*args) puts on the GPU, counted by torch.profiler."""
-    from torch.profiler import ProfilerActivity, profile
-
-    fn(*args)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn(*args)
-        torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA)
+from moelab import ops, report, timing
+from moelab.bench import floor_read_gbps
 
 
 def bench_op(label, impls, make_set, nbytes, tokens, samples, gbps, tol):
@@ -62,9 +39,9 @@ def bench_op(label, impls, make_set, nbytes, tokens, samples, gbps, tol):
                   for g, r in zip(got, ref))
         if not err <= tol:
             raise SystemExit(f"bench_norm: moelab's {label} is off by {err:.3g} (rel) at T={t}; not timing it")
-        launches = count_launches(impls["moelab"], sets[0])
+        launches = timing.count_launches(impls["moelab"], sets[0])
         assert launches == 1, f"{label} launched {launches} kernels at T={t}, not 1"
-        meta[t] = {"rel_err": err, "launches": launches, "eager_launches": count_launches(impls["eager"], sets[0]),
+        meta[t] = {"rel_err": err, "launches": launches, "eager_launches": timing.count_launches(impls["eager"], sets[0]),
                    "rotation_sets": len(sets)}
         times = {}
         for mode in ("graph", "host"):
@@ -97,7 +74,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("bench_norm: needs a CUDA GPU")
 
-    gbps, gbps_source = read_bandwidth(a.read_gbps)
+    gbps, gbps_source = floor_read_gbps(a.read_gbps)
     h, eps, offset, dt, dev = a.hidden, a.eps, a.offset, torch.bfloat16, "cuda"
     tokens = [int(s) for s in a.tokens.split(",")]
 

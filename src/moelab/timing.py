@@ -239,6 +239,21 @@ def _measure_cpu(fn, sets, warmup, samples) -> Measurement:
                      rotations=len(sets), flush_l2=False)
 
 
+def count_launches(fn: Callable[..., Any], args: Sequence[Any] = ()) -> int | None:
+    """Device activities (kernels, memcpy, memset) one call of `fn(*args)` puts on the GPU, counted by
+    torch.profiler's CUDA trace — counted, not assumed. None without CUDA (nothing to count)."""
+    if not torch.cuda.is_available():
+        return None
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if e.device_type == DeviceType.CUDA)
+
+
 # ----------------------------------------------------------------------------------------------------
 # Records: every saved result says where, when and with what it was measured.
 

@@ -18,27 +18,12 @@ import torch
 from moelab import timing
 
 
-def count_launches(fn: Callable, args: Sequence[Any]) -> int | None:
-    """Device activities (kernels, memcpy, memset) one call of `fn(*args)` puts on the GPU, counted by
-    torch.profiler's CUDA trace. None without CUDA (nothing to count)."""
-    if not torch.cuda.is_available():
-        return None
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        fn(*args)
-        torch.cuda.synchronize()
-    return sum(1 for e in prof.events() if e.device_type == DeviceType.CUDA)
-
-
 @dataclass
 class Meter:
     """The measuring functions (injectable) and the sample count."""
 
     measure: Callable[..., Any] = timing.measure
-    launches: Callable[[Callable, Sequence[Any]], int | None] = count_launches
+    launches: Callable[[Callable, Sequence[Any]], int | None] = timing.count_launches
     samples: int = 25
     warmup: int = 3
     _compiled: dict[Any, Callable] = field(default_factory=dict)
