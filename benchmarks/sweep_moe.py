@@ -19,6 +19,7 @@ from moelab import hardware, ops, timing
 from moelab.kernels.moe_decode import decode_config, moe_decode
 from moelab.kernels.moe_grouped import moe_grouped
 from moelab.kernels.moe_pairs import moe_pairs
+from moelab.kernels.moe_t1 import moe_t1
 
 SHAPES = {  # E, H, I, k, shared I
     "qwen3": (128, 2048, 768, 8, 0),
@@ -82,6 +83,8 @@ def main() -> None:
                 grid = [dict(c, INTERLEAVE=il) for c in grid for il in (False, True)]
             if a.mode == "block":
                 grid = [dict(ROUTE=r, INTERLEAVE=il) for r in ("kernel", "fused") for il in (False, True)]
+                if T == 1 and not SI:  # the T=1 kernel without partials, routing in its own launch
+                    grid += [dict(ROUTE="t1", BLOCK_H=bh) for bh in (1, 2, 4, 16)]
             x0, w130, w20, tw0, ids0, _ = sets[0]
             ref = ops.get("fused_moe", "eager")(x0, w130, w20, tw0, ids0, sh)
             rows = []
@@ -89,6 +92,9 @@ def main() -> None:
                 def f(x, w13, w2, tw, ids, lg, cfg=cfg):
                     if a.mode == "block":  # routing counted in: its own launch, or inside the pair kernel
                         c = {k_: v for k_, v in cfg.items() if k_ != "ROUTE"}
+                        if cfg["ROUTE"] == "t1":
+                            tw, ids = ops.get("route", "moelab")(lg, k)
+                            return moe_t1(x, w13, w2, tw, ids, out=torch.empty_like(x), config=c)
                         if cfg["ROUTE"] == "kernel":
                             tw, ids = ops.get("route", "moelab")(lg, k)
                             return moe_pairs(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=c)

@@ -172,6 +172,21 @@ def test_moe_block_fused_routing(T, renorm, shared):
     assert rel(out, ref) <= TOL[torch.float32]
 
 
+@pytest.mark.parametrize("E,H,I,k", [(8, 64, 32, 2), (16, 48, 40, 4), (6, 45, 22, 3)])
+def test_t1_path(E, H, I, k):
+    """The T=1 kernel without partials (an experiment): same answer, poisons a bad id, refuses T>1."""
+    from moelab.kernels.moe_t1 import moe_t1
+    for seed in range(5):
+        x, w13, w2, w, ids, _ = make(1, E, H, I, k, torch.float32, seed=seed)
+        out = fused_moe(x, w13, w2, w, ids, out=poisoned(1, H, x.dtype), path="t1")
+        assert rel(out, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
+    bad = ids.clone()
+    bad[0, 0] = E
+    assert fused_moe(x, w13, w2, w, bad, validate=False, path="t1").isnan().all()
+    with pytest.raises(ValueError, match="one token"):
+        moe_t1(torch.cat([x, x]), w13, w2, torch.cat([w, w]), torch.cat([ids, ids]), out=torch.empty(2, H))
+
+
 def test_decode_many_seeds():
     """100 random seeds at one decode shape (routing and data both change)."""
     worst = 0.0
@@ -258,7 +273,7 @@ def test_gpu_bf16_real_shapes(E, H, I, k, SI, T):
     assert worst <= TOL[torch.bfloat16], worst
 
 
-@pytest.mark.parametrize("job", ["moe_pairs", "moe_decode", "moe_gate_up", "moe_down", "route_grouped"])
+@pytest.mark.parametrize("job", ["moe_pairs", "moe_t1", "moe_decode", "moe_gate_up", "moe_down", "route_grouped"])
 def test_compiles_for_sm90(sm90, job):
     """The interpreter cannot see compile-only errors (a name bound in one branch of a runtime `if` passed it
     here and failed on the H200 once): every MoE kernel must also compile for sm_90 on the CPU."""

@@ -20,7 +20,7 @@ DECODE_MAX_PAIRS = 128
 # re-read it, yet the GEMV pair kernel still won at T=2 (43 vs 61 µs) and T=4 (78 vs 87 µs), Qwen3-30B-A3B,
 # H200 sweeps of 2026-12-01 (benchmarks/results/sweep-moe-*.json); the census kernel wins from T=8.
 PAIRS_MAX_T = 4
-PATHS = ("pairs", "decode", "grouped")
+PATHS = ("pairs", "decode", "grouped", "t1")  # t1: T=1 without partials (an experiment, explicit only)
 
 
 def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, validate: bool | None = None,
@@ -50,6 +50,11 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
     pairs = T * topk_ids.shape[1]
     if path is None:
         path = "pairs" if T <= PAIRS_MAX_T else "decode" if pairs <= DECODE_MAX_PAIRS else "grouped"
+    if path == "t1":
+        if shared is not None:
+            raise ValueError("path 't1' has no shared-expert support yet")
+        from moelab.kernels.moe_t1 import moe_t1
+        return moe_t1(x, w13, w2, topk_weights, topk_ids, out=out)
     if path == "pairs":
         from moelab.kernels.moe_pairs import moe_pairs
         return moe_pairs(x, w13, w2, topk_weights, topk_ids, shared, out=out)
