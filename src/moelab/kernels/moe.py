@@ -13,8 +13,9 @@ import torch
 
 from moelab.ops.moe import check_moe_args
 
-# Crossover between the two paths, in T·k pairs. Provisional (T=16 at k=8) until the H200 sweep in
-# benchmarks/bench_moe.py sets it; the decode kernel's in-program expert census grows as T·k·E.
+# Census-decode vs grouped, in T·k pairs. Measured on the H200 (bench-moe, 2026-12-01, Qwen3-30B-A3B): census
+# T=16 (128 pairs) 80 % of floor; grouped T=64 66 %. T=32 (256 pairs) is unmeasured: the boundary may move up.
+# The census costs every program T·k·E compares, which is what keeps it to decode sizes.
 DECODE_MAX_PAIRS = 128
 # At T=1 the k experts are distinct, so pair slots read each byte once; beyond, pairs sharing an expert
 # re-read it, yet the GEMV pair kernel still won at T=2 (43 vs 61 µs) and T=4 (78 vs 87 µs), Qwen3-30B-A3B,
