@@ -26,6 +26,26 @@ from moelab.kernels.moe_decode import _counters, _pop_warps, _wait_geq
 
 
 @triton.jit
+def _swiglu_rows(w_base, s_row, x_row_ptr, offs_i, imask, I_s, H, BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr):
+    """SiLU(x·gate)·(x·up) for rows offs_i of one expert (gate rows at offs_i, up rows at I_s + offs_i): a GEMV
+    over H in chunks of BLOCK_K, reduced per chunk (row accumulators only: few registers), fp32."""
+    acc_g = tl.zeros((BLOCK_I,), dtype=tl.float32)
+    acc_u = tl.zeros((BLOCK_I,), dtype=tl.float32)
+    for k0 in range(0, H, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        kmask = offs_k < H
+        wmask = imask[:, None] & kmask[None, :]
+        wg = tl.load(w_base + offs_i[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
+                     eviction_policy="evict_first")
+        wu = tl.load(w_base + (offs_i + I_s)[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
+                     eviction_policy="evict_first")
+        xv = tl.load(x_row_ptr + offs_k, mask=kmask, other=0.0).to(tl.float32)
+        acc_g += tl.sum(wg.to(tl.float32) * xv[None, :], axis=1)
+        acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
+    return acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
+
+
+@triton.jit
 def _moe_pairs_kernel(
     # pointers
     x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K] (outputs if FUSED_ROUTE)
@@ -99,20 +119,7 @@ def _moe_pairs_kernel(
             s_row = tl.where(is_shared, H, s_w13r)
             offs_i = ib * BLOCK_I + tl.arange(0, BLOCK_I)
             imask = offs_i < I_s
-            acc_g = tl.zeros((BLOCK_I,), dtype=tl.float32)
-            acc_u = tl.zeros((BLOCK_I,), dtype=tl.float32)
-            for k0 in range(0, H, BLOCK_K):
-                offs_k = k0 + tl.arange(0, BLOCK_K)
-                kmask = offs_k < H
-                wmask = imask[:, None] & kmask[None, :]
-                wg = tl.load(w_base + offs_i[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
-                             eviction_policy="evict_first")
-                wu = tl.load(w_base + (offs_i + I_s)[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
-                             eviction_policy="evict_first")
-                xv = tl.load(x_ptr + t * s_xt + offs_k, mask=kmask, other=0.0).to(tl.float32)
-                acc_g += tl.sum(wg.to(tl.float32) * xv[None, :], axis=1)
-                acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
-            act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
+            act = _swiglu_rows(w_base, s_row, x_ptr + t * s_xt, offs_i, imask, I_s, H, BLOCK_I, BLOCK_K)
             tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
             if FUSED_ROUTE:
                 if (ib == 0) & (s < P):  # hand the routing to the caller too

@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 
 from moelab.kernels.moe_decode import _counters, _pop_warps, _wait_geq
+from moelab.kernels.moe_pairs import _swiglu_rows
 
 
 @triton.jit
@@ -41,20 +42,7 @@ def _moe_t1_kernel(
         w_base = w13_ptr + e * s_w13e
         offs_i = ib * BLOCK_I + tl.arange(0, BLOCK_I)
         imask = offs_i < I
-        acc_g = tl.zeros((BLOCK_I,), dtype=tl.float32)
-        acc_u = tl.zeros((BLOCK_I,), dtype=tl.float32)
-        for k0 in range(0, H, BLOCK_K):
-            offs_k = k0 + tl.arange(0, BLOCK_K)
-            kmask = offs_k < H
-            wmask = imask[:, None] & kmask[None, :]
-            wg = tl.load(w_base + offs_i[:, None] * s_w13r + offs_k[None, :], mask=wmask, other=0.0,
-                         eviction_policy="evict_first")
-            wu = tl.load(w_base + (offs_i + I)[:, None] * s_w13r + offs_k[None, :], mask=wmask, other=0.0,
-                         eviction_policy="evict_first")
-            xv = tl.load(x_ptr + offs_k, mask=kmask, other=0.0).to(tl.float32)
-            acc_g += tl.sum(wg.to(tl.float32) * xv[None, :], axis=1)
-            acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
-        act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
+        act = _swiglu_rows(w_base, s_w13r, x_ptr, offs_i, imask, I, H, BLOCK_I, BLOCK_K)
         tl.store(act_ptr + s * I + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
         tl.debug_barrier()
         tl.atomic_add(cnt_ptr + s, 1, sem="release", scope="gpu")
