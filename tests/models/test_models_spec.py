@@ -172,3 +172,12 @@ def test_spec_validates_on_construction():
     with pytest.raises(UserError, match="layer_types"):
         ModelSpec(name="x", model_type="llama", hidden=8, layers=2, heads=2, kv_heads=2, head_dim=4, vocab=10,
                   layer_types=("full_attention",), moe_layers=(False, False), dense_intermediate=16)
+
+
+def test_expert_count_under_the_transformers_5_key(tmp_path):
+    """transformers 5 saves Qwen3-MoE's `num_experts` as `num_local_experts`: both mean the same model."""
+    cfg = json.loads((PRESET_DIR / "qwen3-30b-a3b.json").read_text())
+    cfg["num_local_experts"] = cfg.pop("num_experts")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    spec = load_spec(str(tmp_path))
+    assert spec.num_experts == 128 and spec.top_k == 8 and spec.expert_intermediate == 768

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from moelab.errors import UserError
-from moelab.models import ModelSpec, load_spec, spec_from_config
+from moelab.models import ModelSpec, load_spec
 from moelab.models.spec import PRESET_DIR
 
 FAMILIES = ("qwen3_moe", "qwen2_moe", "olmoe", "mixtral")
@@ -95,11 +95,6 @@ def resolve(model: str | Path) -> tuple[ModelSpec, dict[str, Any]]:
     if not path.is_file():
         path = PRESET_DIR / f"{str(model).lower()}.json"
     raw = json.loads(path.read_text(encoding="utf-8"))  # load_spec has read and checked this file
-    # transformers 5.24 writes Qwen3-MoE's expert count as `num_local_experts` (its attribute_map), where
-    # the Hub's files say `num_experts`: read either.
-    if raw.get("model_type") == "qwen3_moe" and "num_experts" not in raw and "num_local_experts" in raw:
-        raw = {**raw, "num_experts": raw["num_local_experts"]}
-        spec = spec_from_config(raw, source=spec.source, name=spec.name)
     return spec, raw
 
 

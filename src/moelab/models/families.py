@@ -61,7 +61,8 @@ def _hybrid_layer_types(f: Any, layers: int) -> tuple[str, ...]:
 
 def _qwen_moe(f: Any, top: Any, *, shared: bool, qk_norm: str, attn_bias: bool) -> dict[str, Any]:
     d = _common(f, top)
-    experts = f.int("num_experts", 0)
+    # The Hub's files say `num_experts`; transformers 5 writes `num_local_experts` (its attribute_map).
+    experts = f.int("num_experts") if f.has("num_experts") else f.int("num_local_experts", 0)
     d.update(
         layer_types=_full(d["layers"]),
         qk_norm=qk_norm,
