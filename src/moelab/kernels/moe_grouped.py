@@ -23,13 +23,16 @@ from moelab.kernels import dot_precision as _prec
 
 
 @triton.jit
-def _tile_of(pid_m, cum_tiles_ptr, E, E_PAD: tl.constexpr):
-    """Expert of tile pid_m and the tile's index inside that expert (cum_tiles: inclusive cumsum)."""
+def _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD: tl.constexpr, BLOCK_M: tl.constexpr):
+    """Tile pid_m's expert, the start of that expert's segment of sorted pairs, and the tile's row offsets
+    inside it with their mask (cum_tiles: inclusive cumsum of tiles per expert)."""
     offs = tl.arange(0, E_PAD)
     cum = tl.load(cum_tiles_ptr + offs, mask=offs < E, other=2**30)
     e = tl.sum((cum <= pid_m).to(tl.int32), axis=0)
     prev = tl.sum(tl.where(offs == e - 1, cum, 0), axis=0)  # tiles before expert e
-    return e, pid_m - prev
+    seg = tl.load(start_ptr + e)
+    offs_m = (pid_m - prev) * BLOCK_M + tl.arange(0, BLOCK_M)
+    return e, seg, offs_m, offs_m < tl.load(count_ptr + e)
 
 
 @triton.jit
@@ -43,11 +46,7 @@ def _gate_up_kernel(
     pid_n = tl.program_id(1)
     total = tl.load(cum_tiles_ptr + E - 1)
     if pid_m < total:
-        e, tile = _tile_of(pid_m, cum_tiles_ptr, E, E_PAD)
-        seg = tl.load(start_ptr + e)
-        cnt = tl.load(count_ptr + e)
-        offs_m = tile * BLOCK_M + tl.arange(0, BLOCK_M)
-        mmask = offs_m < cnt
+        e, seg, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
         pair = tl.load(order_ptr + seg + offs_m, mask=mmask, other=0)
         tok = pair // K_TOP
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -80,11 +79,7 @@ def _down_kernel(
     pid_n = tl.program_id(1)
     total = tl.load(cum_tiles_ptr + E - 1)
     if pid_m < total:
-        e, tile = _tile_of(pid_m, cum_tiles_ptr, E, E_PAD)
-        seg = tl.load(start_ptr + e)
-        cnt = tl.load(count_ptr + e)
-        offs_m = tile * BLOCK_M + tl.arange(0, BLOCK_M)
-        mmask = offs_m < cnt
+        e, seg, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
         rows = seg + offs_m
         pair = tl.load(order_ptr + rows, mask=mmask, other=0)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
