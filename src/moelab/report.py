@@ -106,8 +106,20 @@ def _env_line(env: dict[str, Any]) -> str:
             f"commit {str(env.get('commit'))[:12]}, {env.get('date')}")
 
 
+def _newest(recs: list[tuple[str, dict]], kind: str, key=lambda r: None) -> list[tuple[str, dict]]:
+    """The newest record of `kind` for each value of key(record), in date order (older runs stay in the
+    results folder as history; the README shows what is current)."""
+    best: dict[Any, tuple[str, dict]] = {}
+    for name, r in recs:
+        if r.get("kind") == kind:
+            k = key(r)
+            if k not in best or r["env"]["date"] >= best[k][1]["env"]["date"]:
+                best[k] = (name, r)
+    return sorted(best.values(), key=lambda nr: nr[1]["env"]["date"])
+
+
 def results_markdown(results_dir: str = "benchmarks/results") -> str:
-    """Markdown for the README from the newest record of each kind (hw) and every bench-moe record."""
+    """Markdown for the README: the newest record of each kind (per model and tp for bench-moe)."""
     import json
     from pathlib import Path
 
@@ -130,7 +142,7 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
                 ("kernel replayed in a CUDA graph", c["graph_kernel_us"], "µs", "")]
         out += [f"### Measured ceilings (`moelab hw`)\n\n{_env_line(r['env'])} — `{name}`\n",
                 _md_table(["ceiling", "value", "unit", "how"], rows), ""]
-    benches = sorted([(n, r) for n, r in recs if r.get("kind") == "bench-moe"], key=lambda nr: nr[1]["env"]["date"])
+    benches = _newest(recs, "bench-moe", key=lambda r: (r.get("model"), r.get("tp")))
     if benches:
         out.append("### One MoE layer, routing included (`moelab bench moe`)\n")
         out.append("µs per call, median; graph = CUDA-graph replay, host = launched from Python. Floor = distinct "
@@ -148,8 +160,27 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
             out += [f"**{r['model']}**, tp={r['tp']} (E={s['E']}, H={s['H']}, I={s['I']}, k={s['k']}, shared "
                     f"I={s['shared_I']}); floor at {r['ceilings']['read_gbps']:.0f} GB/s — {_env_line(r['env'])} — `{name}`\n",
                     _md_table(head, rows), ""]
-    vers = sorted([(n, r) for n, r in recs if r.get("kind") == "verify-moe"], key=lambda nr: nr[1]["env"]["date"])
-    for name, r in vers:
+    for name, r in _newest(recs, "bench-norm"):
+        out.append(f"### Fused add + RMSNorm and q/k RMSNorm + RoPE (`benchmarks/bench_norm.py`)\n\n"
+                   f"hidden {r['hidden']}, heads {r['heads']}, {r['dtype']}; floor = bytes ÷ {r['read_gbps']:.0f} GB/s — "
+                   f"{_env_line(r['env'])} — `{name}`\n")
+        out += [_md_table(["op", "T", "impl", "mode", "median µs", "IQR µs", "floor µs", "% of floor", "launches"],
+                          [(x["op"], x["T"], x["impl"], x["mode"], x["median_us"], x["iqr_us"], x["floor_us"],
+                            x["pct_floor"], x.get("launches")) for x in r["rows"]]), ""]
+    for name, r in _newest(recs, "bench-attention"):
+        out.append(f"### Decode attention (`benchmarks/bench_attention.py`)\n\nGQA {r['heads'][0]}/{r['heads'][1]} × "
+                   f"{r['head_dim']}, {r['dtype']}, graph-replayed; floor = K and V bytes ÷ {r['read_gbps']:.0f} GB/s — "
+                   f"{_env_line(r['env'])} — `{name}`\n")
+        out += [_md_table(["batch", "context", "impl", "median µs", "IQR µs", "floor µs", "% of floor"],
+                          [(x["B"], x["ctx"], x["impl"], x["median_us"], x["iqr_us"], x["floor_us"], x["pct_floor"])
+                           for x in r["rows"]]), ""]
+    for name, r in _newest(recs, "bench-decode"):
+        out.append(f"### End-to-end decode (`benchmarks/bench_decode.py`)\n\n{r['model']}, random bf16 weights, prompt "
+                   f"{r['prompt_len']}, {r['new_tokens']} new tokens — {_env_line(r['env'])} — `{name}`\n")
+        out += [_md_table(["batch", "implementation", "ms per step", "tokens/s", "% of floor", "spread %"],
+                          [(x["batch"], x["row"], x.get("decode_ms_per_token"), x.get("tokens_per_s"),
+                            x.get("pct_of_floor"), x.get("decode_spread_pct")) for x in r["rows"]]), ""]
+    for name, r in _newest(recs, "verify-moe"):
         out.append(f"### `moelab verify` on the second worklog's MoE problems\n\n{_env_line(r['env'])} — `{name}`\n")
         keys = list(r["rows"][0].keys()) if r["rows"] else []
         out += [_md_table(keys, [[x.get(k) for k in keys] for x in r["rows"]]), ""]

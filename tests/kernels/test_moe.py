@@ -187,12 +187,61 @@ def test_t1_path(E, H, I, k):
         moe_t1(torch.cat([x, x]), w13, w2, torch.cat([w, w]), torch.cat([ids, ids]), out=torch.empty(2, H))
 
 
+@pytest.mark.parametrize("T,E,H,I,k", [s for s in SHAPES if s[0] <= 4] + [(4, 8, 70, 40, 2)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_split_path(T, E, H, I, k, dtype):
+    """The split-over-I kernel (no wait between projections): same answer; bitwise the same twice; a bad id
+    poisons only its token; refuses T above SPLIT_MAX_T with a clear error."""
+    from moelab.kernels.moe_split import SPLIT_MAX_T, moe_split
+    x, w13, w2, w, ids, _ = make(T, E, H, I, k, dtype, seed=T * 7 + H)
+    out = fused_moe(x, w13, w2, w, ids, out=poisoned(T, H, dtype), path="split")
+    assert rel(out, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[dtype]
+    assert torch.equal(out, fused_moe(x, w13, w2, w, ids, path="split"))
+    bad = ids.clone()
+    bad[T - 1, 0] = E
+    got = fused_moe(x, w13, w2, w, bad, validate=False, path="split")
+    assert got[T - 1].isnan().all() and not got[: T - 1].isnan().any()
+    with pytest.raises(ValueError, match="at most"):
+        big = SPLIT_MAX_T + 1
+        moe_split(x[:1].expand(big, H), w13, w2, w[:1].expand(big, k), ids[:1].expand(big, k), out=torch.empty(big, H))
+
+
+@pytest.mark.parametrize("shared,cfg", [((48, True), {}), ((24, False), {}), ((40, True), dict(BLOCK_I=8, BLOCK_H2=16))])
+def test_split_shared_and_skewed(shared, cfg):
+    """Shared expert (wider or narrower than the routed ones, gated or not), one expert twice in a row, other tiles."""
+    from moelab.kernels.moe_split import moe_split
+    T, E, H, I, k = 3, 8, 64, 32, 2
+    x, w13, w2, w, ids, sh = make(T, E, H, I, k, torch.float32, shared=shared)
+    out = moe_split(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=cfg)
+    assert rel(out, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[torch.float32]
+    same = torch.tensor([[3, 3]] * T, dtype=torch.int32, device=DEV)
+    out = moe_split(x, w13, w2, w, same, sh, out=poisoned(T, H, x.dtype), config=cfg)
+    assert rel(out, fused_moe_reference(x, w13, w2, w, same, sh)) <= TOL[torch.float32]
+
+
+@pytest.mark.parametrize("T,renorm,shared", [(1, True, None), (2, False, (24, True))])
+def test_split_fused_routing(T, renorm, shared):
+    """The split kernel routing itself from logits hands back the reference routing and output."""
+    from moelab.kernels.moe_split import moe_split
+    from moelab.ops.moe import moe_block_reference
+    E, H, I, k = 16, 48, 40, 4
+    x, w13, w2, _, _, sh = make(T, E, H, I, k, torch.float32, seed=T, shared=shared)
+    logits = torch.randn(T, E, generator=torch.Generator().manual_seed(T + 3)).to(DEV)
+    w = torch.empty(T, k, device=DEV)
+    ids = torch.empty(T, k, dtype=torch.int32, device=DEV)
+    out = moe_split(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), router_logits=logits, renormalize=renorm)
+    ref, wr, ir = moe_block_reference(x, logits, w13, w2, k, renorm, sh)
+    assert torch.equal(ids.cpu(), ir.cpu().to(torch.int32))
+    assert rel(w, wr) < 1e-6
+    assert rel(out, ref) <= TOL[torch.float32]
+
+
 def test_decode_many_seeds():
     """100 random seeds at one decode shape (routing and data both change)."""
     worst = 0.0
     for seed in range(100):
         x, w13, w2, w, ids, _ = make(2, 8, 32, 16, 2, torch.float32, seed=seed)
-        for path in ("pairs", "decode"):
+        for path in ("pairs", "split", "decode"):
             out = fused_moe(x, w13, w2, w, ids, out=poisoned(2, 32, x.dtype), path=path)
             worst = max(worst, rel(out, fused_moe_reference(x, w13, w2, w, ids)))
     assert worst <= TOL[torch.float32]
@@ -266,14 +315,14 @@ def test_gpu_bf16_real_shapes(E, H, I, k, SI, T):
         x = torch.randn(T, H, device="cuda", generator=g).bfloat16()
         w, ids = route(torch.randn(T, E, device="cuda", generator=g), k)
         ref = fused_moe_reference(x, w13, w2, w, ids, sh)
-        for path in (["pairs"] if T <= 2 else []) + ["default"]:
+        for path in (["pairs", "split"] if T <= 4 else []) + ["default"]:
             out = fused_moe(x, w13, w2, w, ids, sh, path=None if path == "default" else path,
                             out=torch.full((T, H), float("nan"), device="cuda", dtype=torch.bfloat16))
             worst = max(worst, rel(out, ref))
     assert worst <= TOL[torch.bfloat16], worst
 
 
-@pytest.mark.parametrize("job", ["moe_pairs", "moe_t1", "moe_decode", "moe_gate_up", "moe_down", "route_grouped"])
+@pytest.mark.parametrize("job", ["moe_pairs", "moe_split", "moe_t1", "moe_decode", "moe_gate_up", "moe_down", "route_grouped"])
 def test_compiles_for_sm90(sm90, job):
     """The interpreter cannot see compile-only errors (a name bound in one branch of a runtime `if` passed it
     here and failed on the H200 once): every MoE kernel must also compile for sm_90 on the CPU."""

@@ -21,7 +21,10 @@ DECODE_MAX_PAIRS = 128
 # re-read it, yet the GEMV pair kernel still won at T=2 (43 vs 61 µs) and T=4 (78 vs 87 µs), Qwen3-30B-A3B,
 # H200 sweeps of 2026-12-01 (benchmarks/results/sweep-moe-*.json); the census kernel wins from T=8.
 PAIRS_MAX_T = 4
-PATHS = ("pairs", "decode", "grouped", "t1")  # t1: T=1 without partials (an experiment, explicit only)
+# Which kernel takes T ≤ PAIRS_MAX_T: "pairs" (two phases, a wait between) or "split" (split over I, no wait
+# but a final reduction; `moe_split`). Set from the H200 comparison in docs/worklog.md.
+SMALL_T_KERNEL = "pairs"
+PATHS = ("pairs", "split", "decode", "grouped", "t1")  # t1: T=1 without partials (an experiment, explicit only)
 
 
 def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, validate: bool | None = None,
@@ -49,8 +52,16 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
     if T == 0:
         return out
     pairs = T * topk_ids.shape[1]
+    # Open bug (H200, 2026-12-01, docs/worklog.md): the pair kernel gives wrong fp32 results on the GPU when I is a
+    # multiple of 16 (bf16/fp16 and the interpreter are right). Until it is understood, fp32 on a GPU goes to the
+    # census kernel, which passes there, and forcing the pair kernel is refused rather than answered wrongly.
+    fp32_gpu = x.is_cuda and x.dtype == torch.float32
     if path is None:
-        path = "pairs" if T <= PAIRS_MAX_T else "decode" if pairs <= DECODE_MAX_PAIRS else "grouped"
+        small = "decode" if fp32_gpu and SMALL_T_KERNEL == "pairs" else SMALL_T_KERNEL
+        path = small if T <= PAIRS_MAX_T else "decode" if pairs <= DECODE_MAX_PAIRS else "grouped"
+    elif path == "pairs" and fp32_gpu:
+        raise ValueError("path 'pairs' is refused for fp32 on a GPU (known wrong results, see docs/worklog.md); "
+                         "use path 'decode' or bf16/fp16")
     if path == "t1":
         if shared is not None:
             raise ValueError("path 't1' has no shared-expert support yet")
@@ -59,6 +70,9 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
     if path == "pairs":
         from moelab.kernels.moe_pairs import moe_pairs
         return moe_pairs(x, w13, w2, topk_weights, topk_ids, shared, out=out)
+    if path == "split":
+        from moelab.kernels.moe_split import moe_split
+        return moe_split(x, w13, w2, topk_weights, topk_ids, shared, out=out)
     if path == "decode":
         from moelab.kernels.moe_decode import moe_decode
         return moe_decode(x, w13, w2, topk_weights, topk_ids, shared, out=out)
@@ -71,7 +85,8 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
 def moe_block(x, router_logits, w13, w2, k: int, renormalize: bool = True, shared=None, *, out=None):
     """Softmax top-k routing and the experts in one call: (out[T, H], topk_weights[T, k], topk_ids[T, k]).
 
-    At T ≤ PAIRS_MAX_T the pair kernel routes itself (one launch per layer); above, `route` then `fused_moe`.
+    At T ≤ PAIRS_MAX_T the small-T kernel (`SMALL_T_KERNEL`) routes itself (one launch per layer); above,
+    `route` then `fused_moe`.
     """
     from moelab.kernels.route import route
     from moelab.ops.moe import _check_route_args
@@ -90,6 +105,9 @@ def moe_block(x, router_logits, w13, w2, k: int, renormalize: bool = True, share
         router_logits = router_logits.contiguous()
     if out is None:
         out = torch.empty_like(x)
-    from moelab.kernels.moe_pairs import moe_pairs
-    moe_pairs(x, w13, w2, w, ids, shared, out=out, router_logits=router_logits, renormalize=renormalize)
+    if SMALL_T_KERNEL == "split":
+        from moelab.kernels.moe_split import moe_split as small_t
+    else:
+        from moelab.kernels.moe_pairs import moe_pairs as small_t
+    small_t(x, w13, w2, w, ids, shared, out=out, router_logits=router_logits, renormalize=renormalize)
     return out, w, ids

@@ -46,6 +46,30 @@ def _swiglu_rows(w_base, s_row, x_row_ptr, offs_i, imask, I_s, H, BLOCK_I: tl.co
 
 
 @triton.jit
+def _softmax_topk_slot(logits_row_ptr, E, j, K: tl.constexpr, E_PAD: tl.constexpr, RENORM: tl.constexpr):
+    """(expert id as int64, routing weight) of top-k position j for one token's router logits: softmax, top-k
+    (ties to the lower index, as torch.topk), renormalised if RENORM. Computed in every program that needs
+    it (same code, same inputs: the same answer everywhere), which saves the routing launch."""
+    offs_e = tl.arange(0, E_PAD)
+    lg = tl.load(logits_row_ptr + offs_e, mask=offs_e < E, other=-float("inf")).to(tl.float32)
+    pr = tl.exp(lg - tl.max(lg, axis=0))
+    pr = pr / tl.sum(pr, axis=0)
+    e = tl.full([], 0, tl.int32)
+    route_w = tl.full([], 0.0, tl.float32)
+    wsum = tl.full([], 0.0, tl.float32)
+    for jj in tl.static_range(K):
+        best = tl.max(pr, axis=0)
+        bi = tl.min(tl.where(pr == best, offs_e, E_PAD), axis=0)
+        e = tl.where(j == jj, bi, e)
+        route_w = tl.where(j == jj, best, route_w)
+        wsum += best
+        pr = tl.where(offs_e == bi, -float("inf"), pr)
+    if RENORM:
+        route_w = route_w / wsum
+    return e.to(tl.int64), route_w
+
+
+@triton.jit
 def _moe_pairs_kernel(
     # pointers
     x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K] (outputs if FUSED_ROUTE)
@@ -86,26 +110,7 @@ def _moe_pairs_kernel(
     is_shared = s >= P
     t = tl.where(is_shared, s - P, s // K)
     if FUSED_ROUTE:
-        # Softmax top-k of the token's router logits, in every program that needs it (same code, same
-        # inputs: the same answer everywhere; ties to the lower index). Saves the routing launch.
-        offs_e = tl.arange(0, E_PAD)
-        lg = tl.load(logits_ptr + t * E + offs_e, mask=offs_e < E, other=-float("inf")).to(tl.float32)
-        pr = tl.exp(lg - tl.max(lg, axis=0))
-        pr = pr / tl.sum(pr, axis=0)
-        jslot = s % K
-        e = tl.full([], 0, tl.int32)
-        route_w = tl.full([], 0.0, tl.float32)
-        wsum = tl.full([], 0.0, tl.float32)
-        for jj in tl.static_range(K):
-            best = tl.max(pr, axis=0)
-            bi = tl.min(tl.where(pr == best, offs_e, E_PAD), axis=0)
-            e = tl.where(jslot == jj, bi, e)
-            route_w = tl.where(jslot == jj, best, route_w)
-            wsum += best
-            pr = tl.where(offs_e == bi, -float("inf"), pr)
-        if RENORM:
-            route_w = route_w / wsum
-        e = e.to(tl.int64)
+        e, route_w = _softmax_topk_slot(logits_ptr + t * E, E, s % K, K, E_PAD, RENORM)
     else:
         e = tl.load(tid_ptr + tl.minimum(s, P - 1))
         e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
