@@ -34,6 +34,13 @@ case "${1:?stage A, 1, 2 or 3}" in
     for i in 0 1 2 3; do echo "== shard $i"; tail -n 3 "$OUT/verify-shard$i.log"; done
     run verify-moe 200 python benchmarks/bench_verify_moe.py --trials 2 --samples 10
     ;;
+  D)  # session 2, fourth call: the simplified MoE defaults on the GPU, engine parity, decode numbers (issue 5)
+    run moe-tests 70 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf \
+        -k "fp32_small_t or shared_expert or skewed or deterministic or many_seeds or bad_id or moe_block or t1_path"
+    run engine-tests 110 python -m pytest tests/engine -q -p no:cacheprovider --tb=short -rf
+    run bench-shard 60 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1 --samples 10 --save
+    run decode 240 python benchmarks/bench_decode.py --batch 1 --rows hf-eager,moelab-eager,moelab
+    ;;
   1)  # correctness first, then the decisive T=1 comparison (docs/worklog.md has the predictions)
     run sync 120 python benchmarks/check_moe_sync.py
     run block 200 python benchmarks/sweep_moe.py --mode block --shapes qwen3,shard,qwen35 --tokens 1,2,4 --samples 10

@@ -19,7 +19,6 @@ from moelab import hardware, ops, timing
 from moelab.kernels.moe_decode import decode_config, moe_decode
 from moelab.kernels.moe_grouped import moe_grouped
 from moelab.kernels.moe_pairs import moe_pairs
-from moelab.kernels.moe_split import moe_split
 from moelab.kernels.moe_t1 import moe_t1
 
 SHAPES = {  # E, H, I, k, shared I
@@ -35,8 +34,8 @@ def main() -> None:
     ap.add_argument("--shapes", default="qwen3,shard,qwen35")
     ap.add_argument("--tokens", default="1,8")
     ap.add_argument("--mode", default="decode", choices=["decode", "pairs", "block"],
-                    help="decode / pairs: sweep that kernel's tiles; block: whole layers with routing counted in — pairs "
-                         "(routing launched apart, or fused; both program orders), split over I (a tile sweep at T=1), t1")
+                    help="decode / pairs: sweep that kernel's tiles; block: whole layers with routing counted in — the "
+                         "pair kernel against the T=1 kernel without partials (t1)")
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--device", default="cuda", help="cuda; cpu only to smoke-test the script (times mean nothing)")
     ap.add_argument("--grouped", default="", help="token counts for the grouped (prefill) path sweep, qwen3 shape")
@@ -80,40 +79,21 @@ def main() -> None:
                 space = [(16, 64, 16, 64, 4), (16, 128, 16, 64, 4), (32, 64, 32, 64, 4),
                          (16, 64, 32, 64, 4), (16, 128, 16, 128, 4), (16, 64, 16, 64, 2)]
             grid = [dict(BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=nw) for bi, bk, bh, bk2, nw in space]
-            if a.mode == "pairs":  # each tile config in both program orders (slot-major interleave: an experiment)
-                grid = [dict(c, INTERLEAVE=il) for c in grid for il in (False, True)]
             if a.mode == "block":
-                grid = [dict(ROUTE="kernel"), dict(ROUTE="fused"), dict(ROUTE="fused", INTERLEAVE=True),
-                        dict(ROUTE="split-kernel")]
-                # split over I: (BLOCK_I, BLOCK_K, BLOCK_H2, warps); ptxas sm_90 registers 109-244, no spills
-                split_space = ([(8, 256, 64, 4), (16, 128, 64, 4), (16, 256, 64, 4), (32, 64, 64, 4), (32, 128, 64, 4),
-                                (16, 128, 32, 2), (8, 512, 64, 4), (8, 128, 128, 4)] if T == 1 else
-                               [(8, 256, 64, 4), (16, 128, 64, 4), (32, 64, 64, 4)])
-                grid += [dict(ROUTE="split", BLOCK_I=bi, BLOCK_K=bk, BLOCK_H2=bh2, num_warps=nw)
-                         for bi, bk, bh2, nw in split_space]
+                grid = [dict(ROUTE="kernel")]
                 if T == 1 and not SI:  # the T=1 kernel without partials, routing in its own launch
-                    grid += [dict(ROUTE="t1", BLOCK_H=bh) for bh in (1, 16)]
+                    grid += [dict(ROUTE="t1", BLOCK_H=bh) for bh in (1, 4, 16, 32)]
             x0, w130, w20, tw0, ids0, _ = sets[0]
             ref = ops.get("fused_moe", "eager")(x0, w130, w20, tw0, ids0, sh)
             rows = []
             for cfg in grid:
                 def f(x, w13, w2, tw, ids, lg, cfg=cfg):
-                    if a.mode == "block":  # routing counted in: its own launch, or inside the pair kernel
+                    if a.mode == "block":  # routing counted in (the route kernel, then the experts)
                         c = {k_: v for k_, v in cfg.items() if k_ != "ROUTE"}
+                        tw, ids = ops.get("route", "moelab")(lg, k)
                         if cfg["ROUTE"] == "t1":
-                            tw, ids = ops.get("route", "moelab")(lg, k)
                             return moe_t1(x, w13, w2, tw, ids, out=torch.empty_like(x), config=c)
-                        if cfg["ROUTE"] == "kernel":
-                            tw, ids = ops.get("route", "moelab")(lg, k)
-                            return moe_pairs(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=c)
-                        if cfg["ROUTE"] == "split-kernel":
-                            tw, ids = ops.get("route", "moelab")(lg, k)
-                            return moe_split(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=c)
-                        if cfg["ROUTE"] == "split":
-                            return moe_split(x, w13, w2, torch.empty_like(tw), torch.empty_like(ids), sh,
-                                             out=torch.empty_like(x), config=c, router_logits=lg)
-                        return moe_pairs(x, w13, w2, torch.empty_like(tw), torch.empty_like(ids), sh,
-                                         out=torch.empty_like(x), config=c, router_logits=lg)
+                        return moe_pairs(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=c)
                     run = moe_pairs if a.mode == "pairs" else moe_decode
                     return run(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=cfg)
                 try:

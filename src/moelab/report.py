@@ -151,11 +151,11 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
         for name, r in benches:
             s = r["shape"]
             head = ["T", "experts", "floor", "HF loop (host)", "HF loop+compile (host)", "gather+bmm (graph)",
-                    "gather+bmm+compile (graph)", "moelab (host)", "moelab (graph)", "moe_block (graph)", "% of floor",
+                    "gather+bmm+compile (graph)", "moelab (host)", "moelab (graph)", "% of floor",
                     "× best"]
             rows = [(x["T"], x["distinct_experts"], x["floor_us"], x.get("hf_loop_host_us"), x.get("hf_loop+compile_host_us"),
                      x.get("gather_bmm_graph_us"), x.get("gather_bmm+compile_graph_us"), x.get("moelab_host_us"),
-                     x.get("moelab_graph_us"), x.get("moelab_block_graph_us"), x.get("pct_of_floor"),
+                     x.get("moelab_graph_us"), x.get("pct_of_floor"),
                      x.get("speedup_vs_best_baseline")) for x in r["rows"]]
             out += [f"**{r['model']}**, tp={r['tp']} (E={s['E']}, H={s['H']}, I={s['I']}, k={s['k']}, shared "
                     f"I={s['shared_I']}); floor at {r['ceilings']['read_gbps']:.0f} GB/s — {_env_line(r['env'])} — `{name}`\n",

@@ -38,6 +38,11 @@ def make(T, E, H, I, k, dtype, seed=0, shared=None, logits=None):
     return x, w13, w2, w, ids, sh
 
 
+def fp32_or_half(path):
+    """fp32, except for the pair kernel on a GPU, which refuses fp32 there (known bug, docs/worklog.md)."""
+    return torch.float16 if CUDA and path == "pairs" else torch.float32
+
+
 def poisoned(T, H, dtype):
     return torch.full((T, H), float("nan"), dtype=dtype, device=DEV)
 
@@ -100,6 +105,8 @@ SHAPES = [  # T, E, H, I, k
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("T,E,H,I,k", SHAPES)
 def test_fused_moe_matches_reference(T, E, H, I, k, dtype, path):
+    if CUDA and path == "pairs" and dtype == torch.float32:
+        pytest.skip("pair kernel refused in fp32 on the GPU (known bug): see test_gpu_fp32_small_t_never_wrong")
     x, w13, w2, w, ids, _ = make(T, E, H, I, k, dtype, seed=T * 31 + E)
     out = fused_moe(x, w13, w2, w, ids, out=poisoned(T, H, dtype), path=path)
     assert not out.isnan().any()
@@ -110,10 +117,10 @@ def test_fused_moe_matches_reference(T, E, H, I, k, dtype, path):
 @pytest.mark.parametrize("gated", [True, False])
 def test_shared_expert(path, gated):
     T, E, H, I, k = 4, 8, 64, 32, 2
-    x, w13, w2, w, ids, sh = make(T, E, H, I, k, torch.float32, shared=(48, gated))
+    x, w13, w2, w, ids, sh = make(T, E, H, I, k, fp32_or_half(path), shared=(48, gated))
     out = fused_moe(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), path=path)
     ref = fused_moe_reference(x, w13, w2, w, ids, sh)
-    assert rel(out, ref) <= TOL[torch.float32]
+    assert rel(out, ref) <= TOL[x.dtype]
     assert rel(ref, fused_moe_reference(x, w13, w2, w, ids)) > 0.05  # the shared term really is there
 
 
@@ -121,7 +128,7 @@ def test_shared_expert(path, gated):
 def test_skewed_routing(path):
     """All tokens to one expert; one expert only; the same expert twice in a row."""
     T, E, H, I = 12, 8, 64, 32
-    x, w13, w2, _, _, _ = make(T, E, H, I, 2, torch.float32)
+    x, w13, w2, _, _, _ = make(T, E, H, I, 2, fp32_or_half(path))
     cases = [
         (torch.full((T, 1), 5, dtype=torch.int32), torch.ones(T, 1)),
         (torch.tensor([[3, 3]] * T, dtype=torch.int32), torch.full((T, 2), 0.5)),
@@ -130,19 +137,7 @@ def test_skewed_routing(path):
     for ids, w in cases:
         ids, w = ids.to(DEV), w.to(DEV)
         out = fused_moe(x, w13, w2, w, ids, out=poisoned(T, H, x.dtype), path=path)
-        assert rel(out, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
-
-
-@pytest.mark.parametrize("shared", [None, (24, True)])
-def test_pairs_interleaved_grid(shared):
-    """The slot-major program order (an experiment for T=1) computes the same as the phase-major one."""
-    from moelab.kernels.moe_pairs import moe_pairs
-    for T in (1, 3):
-        x, w13, w2, w, ids, sh = make(T, 8, 48, 40, 2, torch.float32, seed=T, shared=shared)
-        a = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, 48, x.dtype), config=dict(INTERLEAVE=True))
-        b = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, 48, x.dtype), config=dict(INTERLEAVE=False))
-        assert torch.equal(a, b)
-        assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[torch.float32]
+        assert rel(out, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[x.dtype]
 
 
 def test_grouped_on_library_grouped_mm():
@@ -159,8 +154,7 @@ def test_grouped_on_library_grouped_mm():
 
 @pytest.mark.parametrize("T,renorm,shared", [(1, True, None), (1, False, (24, True)), (3, True, None), (9, True, None)])
 def test_moe_block_fused_routing(T, renorm, shared):
-    """Routing inside the pair kernel (T ≤ 4) or route + fused_moe (T > 4): same as the references,
-    and the routing it hands back is the reference routing."""
+    """route + fused_moe: same as the references, and the routing it hands back is the reference routing."""
     from moelab.ops.moe import moe_block, moe_block_reference
     E, H, I, k = 16, 48, 40, 4
     x, w13, w2, _, _, sh = make(T, E, H, I, k, torch.float32, seed=T, shared=shared)
@@ -187,69 +181,20 @@ def test_t1_path(E, H, I, k):
         moe_t1(torch.cat([x, x]), w13, w2, torch.cat([w, w]), torch.cat([ids, ids]), out=torch.empty(2, H))
 
 
-@pytest.mark.parametrize("T,E,H,I,k", [s for s in SHAPES if s[0] <= 4] + [(4, 8, 70, 40, 2)])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_split_path(T, E, H, I, k, dtype):
-    """The split-over-I kernel (no wait between projections): same answer; bitwise the same twice; a bad id
-    poisons only its token; refuses T above SPLIT_MAX_T with a clear error."""
-    from moelab.kernels.moe_split import SPLIT_MAX_T, moe_split
-    x, w13, w2, w, ids, _ = make(T, E, H, I, k, dtype, seed=T * 7 + H)
-    out = fused_moe(x, w13, w2, w, ids, out=poisoned(T, H, dtype), path="split")
-    assert rel(out, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[dtype]
-    assert torch.equal(out, fused_moe(x, w13, w2, w, ids, path="split"))
-    bad = ids.clone()
-    bad[T - 1, 0] = E
-    got = fused_moe(x, w13, w2, w, bad, validate=False, path="split")
-    assert got[T - 1].isnan().all() and not got[: T - 1].isnan().any()
-    with pytest.raises(ValueError, match="at most"):
-        big = SPLIT_MAX_T + 1
-        moe_split(x[:1].expand(big, H), w13, w2, w[:1].expand(big, k), ids[:1].expand(big, k), out=torch.empty(big, H))
-
-
-@pytest.mark.parametrize("shared,cfg", [((48, True), {}), ((24, False), {}), ((40, True), dict(BLOCK_I=8, BLOCK_H2=16))])
-def test_split_shared_and_skewed(shared, cfg):
-    """Shared expert (wider or narrower than the routed ones, gated or not), one expert twice in a row, other tiles."""
-    from moelab.kernels.moe_split import moe_split
-    T, E, H, I, k = 3, 8, 64, 32, 2
-    x, w13, w2, w, ids, sh = make(T, E, H, I, k, torch.float32, shared=shared)
-    out = moe_split(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=cfg)
-    assert rel(out, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[torch.float32]
-    same = torch.tensor([[3, 3]] * T, dtype=torch.int32, device=DEV)
-    out = moe_split(x, w13, w2, w, same, sh, out=poisoned(T, H, x.dtype), config=cfg)
-    assert rel(out, fused_moe_reference(x, w13, w2, w, same, sh)) <= TOL[torch.float32]
-
-
-@pytest.mark.parametrize("T,renorm,shared", [(1, True, None), (2, False, (24, True))])
-def test_split_fused_routing(T, renorm, shared):
-    """The split kernel routing itself from logits hands back the reference routing and output."""
-    from moelab.kernels.moe_split import moe_split
-    from moelab.ops.moe import moe_block_reference
-    E, H, I, k = 16, 48, 40, 4
-    x, w13, w2, _, _, sh = make(T, E, H, I, k, torch.float32, seed=T, shared=shared)
-    logits = torch.randn(T, E, generator=torch.Generator().manual_seed(T + 3)).to(DEV)
-    w = torch.empty(T, k, device=DEV)
-    ids = torch.empty(T, k, dtype=torch.int32, device=DEV)
-    out = moe_split(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), router_logits=logits, renormalize=renorm)
-    ref, wr, ir = moe_block_reference(x, logits, w13, w2, k, renorm, sh)
-    assert torch.equal(ids.cpu(), ir.cpu().to(torch.int32))
-    assert rel(w, wr) < 1e-6
-    assert rel(out, ref) <= TOL[torch.float32]
-
-
 def test_decode_many_seeds():
     """100 random seeds at one decode shape (routing and data both change)."""
-    worst = 0.0
-    for seed in range(100):
-        x, w13, w2, w, ids, _ = make(2, 8, 32, 16, 2, torch.float32, seed=seed)
-        for path in ("pairs", "split", "decode"):
+    for path in ("pairs", "decode"):
+        worst, dt = 0.0, fp32_or_half(path)
+        for seed in range(100):
+            x, w13, w2, w, ids, _ = make(2, 8, 32, 16, 2, dt, seed=seed)
             out = fused_moe(x, w13, w2, w, ids, out=poisoned(2, 32, x.dtype), path=path)
             worst = max(worst, rel(out, fused_moe_reference(x, w13, w2, w, ids)))
-    assert worst <= TOL[torch.float32]
+        assert worst <= TOL[dt], path
 
 
 @pytest.mark.parametrize("path", ["pairs", "decode", "grouped"])
 def test_deterministic(path):
-    x, w13, w2, w, ids, sh = make(6, 16, 64, 32, 4, torch.float32, shared=(32, True))
+    x, w13, w2, w, ids, sh = make(6, 16, 64, 32, 4, fp32_or_half(path), shared=(32, True))
     a = fused_moe(x, w13, w2, w, ids, sh, path=path)
     b = fused_moe(x, w13, w2, w, ids, sh, path=path)
     assert torch.equal(a, b)
@@ -276,10 +221,10 @@ def test_empty_and_errors():
 
 def test_bad_id_poisons_row_when_unchecked():
     """With the host check off (as under graph capture), a bad id gives NaN for its token, never a quiet answer."""
-    x, w13, w2, w, ids, _ = make(3, 8, 32, 16, 2, torch.float32)
-    ids = ids.clone()
-    ids[1, 0] = 9
     for path in ("pairs", "decode"):
+        x, w13, w2, w, ids, _ = make(3, 8, 32, 16, 2, fp32_or_half(path))
+        ids = ids.clone()
+        ids[1, 0] = 9
         out = fused_moe(x, w13, w2, w, ids, validate=False, path=path)
         assert out[1].isnan().all() and not out[0].isnan().any() and not out[2].isnan().any()
 
@@ -315,14 +260,24 @@ def test_gpu_bf16_real_shapes(E, H, I, k, SI, T):
         x = torch.randn(T, H, device="cuda", generator=g).bfloat16()
         w, ids = route(torch.randn(T, E, device="cuda", generator=g), k)
         ref = fused_moe_reference(x, w13, w2, w, ids, sh)
-        for path in (["pairs", "split"] if T <= 4 else []) + ["default"]:
+        for path in (["pairs"] if T <= 4 else []) + (["t1"] if T == 1 and not SI else []) + ["default"]:
             out = fused_moe(x, w13, w2, w, ids, sh, path=None if path == "default" else path,
                             out=torch.full((T, H), float("nan"), device="cuda", dtype=torch.bfloat16))
             worst = max(worst, rel(out, ref))
     assert worst <= TOL[torch.bfloat16], worst
 
 
-@pytest.mark.parametrize("job", ["moe_pairs", "moe_split", "moe_t1", "moe_decode", "moe_gate_up", "moe_down", "route_grouped"])
+@pytest.mark.skipif(not CUDA, reason="the fp32 pair-kernel bug shows only on the GPU")
+def test_gpu_fp32_small_t_never_wrong():
+    """Known bug (docs/worklog.md): the pair kernel is wrong in fp32 on the GPU. The default path avoids it and
+    forcing it is refused: a clear error, never a wrong answer."""
+    x, w13, w2, w, ids, _ = make(3, 16, 96, 48, 4, torch.float32)
+    assert rel(fused_moe(x, w13, w2, w, ids, out=poisoned(3, 96, x.dtype)), fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
+    with pytest.raises(ValueError, match="refused"):
+        fused_moe(x, w13, w2, w, ids, path="pairs")
+
+
+@pytest.mark.parametrize("job", ["moe_pairs", "moe_t1", "moe_decode", "moe_gate_up", "moe_down", "route_grouped"])
 def test_compiles_for_sm90(sm90, job):
     """The interpreter cannot see compile-only errors (a name bound in one branch of a runtime `if` passed it
     here and failed on the H200 once): every MoE kernel must also compile for sm_90 on the CPU."""

@@ -6,7 +6,6 @@ Every implementation maps (x[T,H], router_logits[T,E]) → out[T,H], routing inc
   gather_bmm       index_select + bmm (first worklog), host-launched and graph-replayed
   gather_bmm+compile
   moelab           route kernel + fused_moe kernel, host-launched and graph-replayed
-  moelab_block     `moe_block`: at T ≤ 4 the routing runs inside the expert kernel (one launch)
 Weights rotate over several layer copies and each rotation set has its own logits, so neither the L2
 nor a repeated routing can serve a call from cache. The floor of a call is
     max(distinct experts hit × bytes per expert / read bandwidth,  FLOPs / bf16 matmul rate),
@@ -99,15 +98,7 @@ def make_impls(shape: MoeShape) -> dict[str, Callable]:
         w, ids = route(logits, k, "softmax", rn)
         return fused(x, w13, w2, w, ids, sh)
 
-    block = ops.get("moe_block", "moelab")
-
-    def mb(x, logits, w13, w2, sh):
-        return block(x, logits, w13, w2, k, rn, sh)[0]
-
-    impls = {"hf_loop": _shared(hf), "gather_bmm": _shared(gb), "moelab": ml}
-    if shape.scoring == "softmax":
-        impls["moelab_block"] = mb
-    return impls
+    return {"hf_loop": _shared(hf), "gather_bmm": _shared(gb), "moelab": ml}
 
 
 def run(shape: MoeShape, tokens: list[int], *, read_gbps: float, bf16_tflops: float, samples: int = 20,
@@ -178,9 +169,7 @@ def run(shape: MoeShape, tokens: list[int], *, read_gbps: float, bf16_tflops: fl
                 row[f"{name}_{mode}_error"] = f"{type(e).__name__}: {str(e)[:120]}"
         best_base = min((v for k_, v in row.items() if k_.endswith("_us") and v is not None and not k_.startswith("moelab")
                          and k_ not in ("floor_us",) and not k_.endswith("iqr_us")), default=None)
-        ml_times = [v for v in (row.get("moelab_graph_us"), row.get("moelab_block_graph_us")) if v]
-        ml = min(ml_times) if ml_times else None
-        row["moelab_best_graph_us"] = ml
+        ml = row.get("moelab_graph_us")
         row["pct_of_floor"] = 100.0 * floor_us / ml if ml else None
         row["best_baseline_us"] = best_base
         row["speedup_vs_best_baseline"] = best_base / ml if (best_base and ml) else None

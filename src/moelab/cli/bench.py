@@ -74,14 +74,14 @@ def bench_moe(
         return
     cols = ["T", "distinct_experts", "floor_us", "hf_loop_host_us", "hf_loop+compile_host_us", "gather_bmm_host_us",
             "gather_bmm_graph_us", "gather_bmm+compile_graph_us", "moelab_host_us", "moelab_graph_us",
-            "moelab_block_graph_us", "pct_of_floor",
+            "pct_of_floor",
             "speedup_vs_best_baseline", "moelab_rel_err"]
     table(rows, cols, title=f"MoE layer — {spec.name}, tp={tp}, E={shape.E} H={shape.H} I={shape.I} k={shape.k}",
           headers={"distinct_experts": "experts", "hf_loop_host_us": "HF loop", "hf_loop+compile_host_us": "HF+compile",
                    "gather_bmm_host_us": "gather+bmm", "gather_bmm_graph_us": "gather+bmm graph",
                    "gather_bmm+compile_graph_us": "compile graph", "moelab_host_us": "moelab host",
-                   "moelab_graph_us": "moelab graph", "moelab_block_graph_us": "moe_block graph",
+                   "moelab_graph_us": "moelab graph",
                    "pct_of_floor": "% floor", "speedup_vs_best_baseline": "× best",
                    "moelab_rel_err": "rel err"},
-          caption=f"µs per call, median of {samples}; % floor and × best use the faster moelab graph column; "
+          caption=f"µs per call, median of {samples}; % floor and × best use the moelab graph column; "
                   f"floor at {ceil.read_gbps:.0f} GB/s ({ceil.source})")

@@ -1,6 +1,7 @@
 """`fused_moe`: the one public launcher for the MoE expert block; picks the decode or the grouped path.
 
-T ≤ PAIRS_MAX_T: `moe_pairs` — one launch, a GEMV slot per (token, expert) pair.
+T ≤ PAIRS_MAX_T: `moe_pairs` — one launch, a GEMV slot per (token, expert) pair (`moe_t1` at T=1 for
+narrow experts).
 Small T (decode): `moe_decode` — one launch, a census of distinct experts, each read once for all its
 tokens on tensor cores. Both direct-routed and deterministic.
 Large T (prefill): `moe_grouped` — tokens grouped by expert, tensor-core GEMMs, SwiGLU in the epilogue.
@@ -21,10 +22,11 @@ DECODE_MAX_PAIRS = 128
 # re-read it, yet the GEMV pair kernel still won at T=2 (43 vs 61 µs) and T=4 (78 vs 87 µs), Qwen3-30B-A3B,
 # H200 sweeps of 2026-12-01 (benchmarks/results/sweep-moe-*.json); the census kernel wins from T=8.
 PAIRS_MAX_T = 4
-# Which kernel takes T ≤ PAIRS_MAX_T: "pairs" (two phases, a wait between) or "split" (split over I, no wait
-# but a final reduction; `moe_split`). Set from the H200 comparison in docs/worklog.md.
-SMALL_T_KERNEL = "pairs"
-PATHS = ("pairs", "split", "decode", "grouped", "t1")  # t1: T=1 without partials (an experiment, explicit only)
+# T=1 without a shared expert and with narrow experts (I ≤ T1_MAX_I) goes to `moe_t1` (no partials): the tp=4
+# shard (I=128) 14.4 vs 16.2 µs for the pair kernel, routing included; at I=768 it lost, 49.7 vs 30.4 µs
+# (its w2 tile of all k experts leaves one output row per program). H200, 2026-12-01, docs/worklog.md.
+T1_MAX_I = 128
+PATHS = ("pairs", "decode", "grouped", "t1")
 
 
 def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, validate: bool | None = None,
@@ -57,8 +59,12 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
     # census kernel, which passes there, and forcing the pair kernel is refused rather than answered wrongly.
     fp32_gpu = x.is_cuda and x.dtype == torch.float32
     if path is None:
-        small = "decode" if fp32_gpu and SMALL_T_KERNEL == "pairs" else SMALL_T_KERNEL
-        path = small if T <= PAIRS_MAX_T else "decode" if pairs <= DECODE_MAX_PAIRS else "grouped"
+        if T == 1 and shared is None and w2.shape[2] <= T1_MAX_I:
+            path = "t1"
+        elif T <= PAIRS_MAX_T:
+            path = "decode" if fp32_gpu else "pairs"
+        else:
+            path = "decode" if pairs <= DECODE_MAX_PAIRS else "grouped"
     elif path == "pairs" and fp32_gpu:
         raise ValueError("path 'pairs' is refused for fp32 on a GPU (known wrong results, see docs/worklog.md); "
                          "use path 'decode' or bf16/fp16")
@@ -70,9 +76,6 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
     if path == "pairs":
         from moelab.kernels.moe_pairs import moe_pairs
         return moe_pairs(x, w13, w2, topk_weights, topk_ids, shared, out=out)
-    if path == "split":
-        from moelab.kernels.moe_split import moe_split
-        return moe_split(x, w13, w2, topk_weights, topk_ids, shared, out=out)
     if path == "decode":
         from moelab.kernels.moe_decode import moe_decode
         return moe_decode(x, w13, w2, topk_weights, topk_ids, shared, out=out)
@@ -83,10 +86,11 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
 
 
 def moe_block(x, router_logits, w13, w2, k: int, renormalize: bool = True, shared=None, *, out=None):
-    """Softmax top-k routing and the experts in one call: (out[T, H], topk_weights[T, k], topk_ids[T, k]).
+    """Softmax top-k routing and the experts: (out[T, H], topk_weights[T, k], topk_ids[T, k]).
 
-    At T ≤ PAIRS_MAX_T the small-T kernel (`SMALL_T_KERNEL`) routes itself (one launch per layer); above,
-    `route` then `fused_moe`.
+    Two launches: `route`, then `fused_moe`. Routing inside the pair kernel (one launch) was measured slower at
+    every shape (H200, 2026-12-01: Qwen3-30B-A3B T=1 32.3 vs 30.4 µs, T=4 103 vs 78 µs; docs/worklog.md): each
+    of its ~800 programs paid a serial top-k before its first weight load.
     """
     from moelab.kernels.route import route
     from moelab.ops.moe import _check_route_args
@@ -94,20 +98,5 @@ def moe_block(x, router_logits, w13, w2, k: int, renormalize: bool = True, share
     if router_logits.dim() != 2 or router_logits.shape[0] != x.shape[0] or router_logits.shape[1] != w13.shape[0]:
         raise ValueError(f"router_logits must be [T={x.shape[0]}, E={w13.shape[0]}], got {tuple(router_logits.shape)}")
     _check_route_args(router_logits, k, "softmax", None, 1, 1)
-    T = x.shape[0]
-    if T == 0 or T > PAIRS_MAX_T:
-        w, ids = route(router_logits, k, "softmax", renormalize)
-        return fused_moe(x, w13, w2, w, ids, shared, out=out), w, ids
-    w = torch.empty(T, k, dtype=torch.float32, device=x.device)
-    ids = torch.empty(T, k, dtype=torch.int32, device=x.device)
-    check_moe_args(x, w13, w2, w, ids, shared, check_ids=False)  # shapes, dtypes, devices; ids are produced here
-    if router_logits.stride(1) != 1 or router_logits.stride(0) != router_logits.shape[1]:
-        router_logits = router_logits.contiguous()
-    if out is None:
-        out = torch.empty_like(x)
-    if SMALL_T_KERNEL == "split":
-        from moelab.kernels.moe_split import moe_split as small_t
-    else:
-        from moelab.kernels.moe_pairs import moe_pairs as small_t
-    small_t(x, w13, w2, w, ids, shared, out=out, router_logits=router_logits, renormalize=renormalize)
-    return out, w, ids
+    w, ids = route(router_logits, k, "softmax", renormalize)
+    return fused_moe(x, w13, w2, w, ids, shared, out=out), w, ids

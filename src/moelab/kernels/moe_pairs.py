@@ -46,34 +46,9 @@ def _swiglu_rows(w_base, s_row, x_row_ptr, offs_i, imask, I_s, H, BLOCK_I: tl.co
 
 
 @triton.jit
-def _softmax_topk_slot(logits_row_ptr, E, j, K: tl.constexpr, E_PAD: tl.constexpr, RENORM: tl.constexpr):
-    """(expert id as int64, routing weight) of top-k position j for one token's router logits: softmax, top-k
-    (ties to the lower index, as torch.topk), renormalised if RENORM. Computed in every program that needs
-    it (same code, same inputs: the same answer everywhere), which saves the routing launch."""
-    offs_e = tl.arange(0, E_PAD)
-    lg = tl.load(logits_row_ptr + offs_e, mask=offs_e < E, other=-float("inf")).to(tl.float32)
-    pr = tl.exp(lg - tl.max(lg, axis=0))
-    pr = pr / tl.sum(pr, axis=0)
-    e = tl.full([], 0, tl.int32)
-    route_w = tl.full([], 0.0, tl.float32)
-    wsum = tl.full([], 0.0, tl.float32)
-    for jj in tl.static_range(K):
-        best = tl.max(pr, axis=0)
-        bi = tl.min(tl.where(pr == best, offs_e, E_PAD), axis=0)
-        e = tl.where(j == jj, bi, e)
-        route_w = tl.where(j == jj, best, route_w)
-        wsum += best
-        pr = tl.where(offs_e == bi, -float("inf"), pr)
-    if RENORM:
-        route_w = route_w / wsum
-    return e.to(tl.int64), route_w
-
-
-@triton.jit
 def _moe_pairs_kernel(
     # pointers
-    x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K] (outputs if FUSED_ROUTE)
-    logits_ptr,  # router logits [T,E] (read only if FUSED_ROUTE)
+    x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K]
     sw13_ptr, sw2_ptr, sgate_ptr,  # shared expert [2IS,H], [H,IS], [1,H]
     act_ptr, part_ptr, gw_ptr, cnt_ptr, out_ptr,  # act[S,I_MAX] (x dtype), partials fp32 [S,H], shared gate fp32 [T],
     #                                              int32 counters, out[T,H]
@@ -85,36 +60,24 @@ def _moe_pairs_kernel(
     T: tl.constexpr, K: tl.constexpr, K_PAD: tl.constexpr, T_PAD: tl.constexpr,
     N_SLOTS: tl.constexpr, S_PAD: tl.constexpr, N_IBLK: tl.constexpr, N_HBLK: tl.constexpr, N1: tl.constexpr,
     BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
-    HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, INTERLEAVE: tl.constexpr,
-    FUSED_ROUTE: tl.constexpr, E_PAD: tl.constexpr, RENORM: tl.constexpr,
+    HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr,
 ):
     # counters: [0, N_SLOTS) phase-1 blocks done per slot; N_SLOTS + hb: slots done for output block hb;
     # N_SLOTS + N_HBLK: output blocks done (the last resets all).
     P: tl.constexpr = T * K
     pid = tl.program_id(0)
-    if INTERLEAVE:
-        # Slot-major: [slot 0's phase-1 blocks][slot 0's phase-2 blocks][slot 1's ...]: a slot's down
-        # projection streams while later slots' gate/up still do, and every wait is still on a lower index.
-        s = pid // (N_IBLK + N_HBLK)
-        r = pid % (N_IBLK + N_HBLK)
-        phase1 = r < N_IBLK
-        ib = r
-        hb = tl.maximum(r - N_IBLK, 0)
-    else:
-        # Phase-major: all phase-1 programs, then all phase-2 programs (measured 2026-12-01).
-        q = tl.maximum(pid - N1, 0)
-        phase1 = pid < N1
-        s = tl.where(phase1, pid // N_IBLK, q // N_HBLK)
-        ib = pid % N_IBLK
-        hb = q % N_HBLK
+    # Phase-major: all phase-1 programs, then all phase-2 programs. (A slot-major order, each slot's phase 2
+    # right after its phase 1, measured slower at every shape: docs/worklog.md.)
+    q = tl.maximum(pid - N1, 0)
+    phase1 = pid < N1
+    s = tl.where(phase1, pid // N_IBLK, q // N_HBLK)
+    ib = pid % N_IBLK
+    hb = q % N_HBLK
     is_shared = s >= P
     t = tl.where(is_shared, s - P, s // K)
-    if FUSED_ROUTE:
-        e, route_w = _softmax_topk_slot(logits_ptr + t * E, E, s % K, K, E_PAD, RENORM)
-    else:
-        e = tl.load(tid_ptr + tl.minimum(s, P - 1))
-        e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
-        route_w = tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32)
+    e = tl.load(tid_ptr + tl.minimum(s, P - 1))
+    e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
+    route_w = tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32)
     I_s = tl.where(is_shared, IS, I)
 
     if phase1:
@@ -126,10 +89,6 @@ def _moe_pairs_kernel(
             imask = offs_i < I_s
             act = _swiglu_rows(w_base, s_row, x_ptr + t * s_xt, offs_i, imask, I_s, H, BLOCK_I, BLOCK_K)
             tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
-            if FUSED_ROUTE:
-                if (ib == 0) & (s < P):  # hand the routing to the caller too
-                    tl.store(tid_ptr + s, e.to(tl.int32))
-                    tl.store(tw_ptr + s, route_w)
             if HAS_SHARED:
                 if is_shared & (ib == 0):  # the shared expert's gate for token t: sigmoid(gate · x[t]), or 1
                     if SHARED_GATE:
@@ -176,11 +135,8 @@ def _moe_pairs_kernel(
             tmask = offs_t < T
             offs_j = tl.arange(0, K_PAD)
             tk = tmask[:, None] & (offs_j[None, :] < K)
-            if FUSED_ROUTE:
-                bad = offs_t < 0  # ids come from the routing above: always in range
-            else:
-                ids = tl.load(tid_ptr + offs_t[:, None] * K + offs_j[None, :], mask=tk, other=0)
-                bad = tl.max((((ids < 0) | (ids >= E)) & tk).to(tl.int32), axis=1) > 0
+            ids = tl.load(tid_ptr + offs_t[:, None] * K + offs_j[None, :], mask=tk, other=0)
+            bad = tl.max((((ids < 0) | (ids >= E)) & tk).to(tl.int32), axis=1) > 0
             total = tl.zeros((T_PAD, BLOCK_H), dtype=tl.float32)
             for j in tl.static_range(K):
                 total += tl.load(part_ptr + (offs_t[:, None] * K + j) * H + offs_h[None, :],
@@ -203,21 +159,15 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     """Launch parameters. Best of benchmarks/sweep_moe.py --mode pairs on the H200 (2026-12-01) at
     Qwen3-30B-A3B T=1, 2, 4 and the tp=4 shard T=1 alike: row blocks of 8 (~768 phase-1 programs at T=1),
     output blocks of 32, the down projection in chunks of 256."""
-    return dict(BLOCK_I=8, BLOCK_K=512, BLOCK_H=32, BLOCK_K2=256, num_warps=4, INTERLEAVE=False)
+    return dict(BLOCK_I=8, BLOCK_K=512, BLOCK_H=32, BLOCK_K2=256, num_warps=4)
 
 
-def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None,
-              router_logits=None, renormalize: bool = True):
-    """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H].
-
-    With `router_logits` [T, E], the kernel routes itself (softmax top-k, renormalised if asked) and
-    writes the routing into `topk_weights` / `topk_ids` (fp32 / int32 [T, k] buffers): one launch per layer.
-    """
+def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):
+    """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]."""
     T, H = x.shape
     E, I2, _ = w13.shape
     I = I2 // 2
     k = topk_ids.shape[1]
-    fused_route = router_logits is not None
     cfg = dict(pairs_config(T, k, H, I), **(config or {}))
     num_warps = _pop_warps(cfg)
     IS = shared[1].shape[1] if shared is not None else 0
@@ -229,20 +179,15 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     act = torch.empty(n_slots, i_max, dtype=x.dtype, device=x.device)
     part = torch.empty(n_slots, H, dtype=torch.float32, device=x.device)
     gw = torch.empty(T, dtype=torch.float32, device=x.device)
-    if fused_route:
-        ids = topk_ids  # output buffers, checked by the caller
-    else:
-        ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
+    ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
     _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](
-        x, w13, w2, topk_weights if fused_route else topk_weights.contiguous(), ids,
-        router_logits if fused_route else x, sw13, sw2, sgate if sgate is not None else x,
+        x, w13, w2, topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
         act, part, gw, _counters(x.device, n_slots + n_hblk + 1), out,
         H, I, IS, E, i_max,
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         T=T, K=k, K_PAD=triton.next_power_of_2(k), T_PAD=triton.next_power_of_2(T),
         N_SLOTS=n_slots, S_PAD=triton.next_power_of_2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
-        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, FUSED_ROUTE=fused_route,
-        E_PAD=triton.next_power_of_2(E), RENORM=bool(renormalize), num_warps=num_warps, **cfg,
+        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, num_warps=num_warps, **cfg,
     )
     return out
