@@ -33,12 +33,12 @@ def test_moelab_kernels_match_transformers(checkpoint, family):
     steps, prompt = 6, torch.randint(0, 128, (2, 5), generator=torch.Generator().manual_seed(7))
     ref_prompt, ref_steps, ref_tokens = hf_greedy(model, prompt, steps)
     # On a GPU machine the kernels run compiled on CUDA; elsewhere under the interpreter on the CPU.
-    eng = build(folder, batch=2, max_len=5 + steps + 1, impl="moelab", device="cuda" if torch.cuda.is_available() else "cpu",
-                keep_logits=True)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    eng = build(folder, batch=2, max_len=5 + steps + 1, impl="moelab", device=dev, keep_logits=True)
     with torch.inference_mode():
-        assert rel_err(eng.model.prefill(prompt, eng.cache, all_logits=True), ref_prompt) <= REL_TOL
-    tokens = eng.generate(prompt, steps + 1)
-    assert max(rel_err(g, r) for g, r in zip(eng.step_logits, ref_steps)) <= REL_TOL
+        assert rel_err(eng.model.prefill(prompt.to(dev), eng.cache, all_logits=True).cpu(), ref_prompt) <= REL_TOL
+    tokens = eng.generate(prompt.to(dev), steps + 1).cpu()
+    assert max(rel_err(g.cpu(), r) for g, r in zip(eng.step_logits, ref_steps)) <= REL_TOL
     assert torch.equal(tokens, ref_tokens)
 
 

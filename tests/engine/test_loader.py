@@ -69,7 +69,7 @@ def test_missing_tensor_is_named(checkpoint, tmp_path):
     del sd["model.layers.1.self_attn.k_norm.weight"]
     save_file(sd, str(d / "model.safetensors"))
     with pytest.raises(UserError, match=r"tensor model\.layers\.1\.self_attn\.k_norm\.weight is missing"):
-        build(d, batch=1, max_len=8, device="cpu")
+        build(d, batch=1, max_len=8, device="cpu", impl="eager")
 
 
 def test_misshaped_tensor_names_both_shapes(checkpoint, tmp_path):
@@ -80,7 +80,7 @@ def test_misshaped_tensor_names_both_shapes(checkpoint, tmp_path):
     sd[name] = torch.zeros(31, 64)
     save_file(sd, str(d / "model.safetensors"))
     with pytest.raises(UserError, match=rf"{name} has shape \[31, 64\], expected \[32, 64\]"):
-        build(d, batch=1, max_len=8, device="cpu")
+        build(d, batch=1, max_len=8, device="cpu", impl="eager")
 
 
 def test_unsupported_architecture(tmp_path):

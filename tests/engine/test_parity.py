@@ -8,6 +8,7 @@ greedy tokens.
 from __future__ import annotations
 
 import copy
+import inspect
 
 import pytest
 import torch
@@ -25,14 +26,17 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
 @torch.no_grad()
 def hf_greedy(model, prompt: torch.Tensor, steps: int) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor]:
     """HF's prompt logits [B,P,V], then `steps` greedy decode steps with its own cache: their logits, tokens."""
+    # transformers renamed `past_key_values` to `cache` (5.2x); an unknown keyword is swallowed by **kwargs, and
+    # the reference would silently run every decode step without its cache (the GPU machine has 5.17).
+    kw = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     out = model(prompt, use_cache=True)
     prompt_logits = out.logits
-    cache = out.cache if hasattr(out, "cache") else out.past_key_values
+    cache = getattr(out, kw)
     tok = prompt_logits[:, -1].argmax(-1)
     tokens, logits = [tok], []
     for _ in range(steps):
-        out = model(tok[:, None], cache=cache, use_cache=True)
-        cache = out.cache if hasattr(out, "cache") else out.past_key_values
+        out = model(tok[:, None], use_cache=True, **{kw: cache})
+        cache = getattr(out, kw)
         logits.append(out.logits[:, -1])
         tok = logits[-1].argmax(-1)
         tokens.append(tok)

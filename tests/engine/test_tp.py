@@ -167,6 +167,8 @@ def _decode_cli(*args: str) -> subprocess.CompletedProcess:
                           timeout=240)
 
 
+@pytest.mark.skipif(torch.cuda.is_available() and torch.cuda.device_count() < 2,
+                    reason="with a GPU present, --tp 2 puts one rank per GPU and this machine has one")
 def test_cli_starts_the_ranks_itself(checkpoint):
     """`moelab decode --tp 2` (no torchrun) spawns two gloo ranks and prints rank 0's result: the tokens of
     --tp 1, as under torchrun; a bad --tp or a CPU one-shot request is one line on stderr, exit code 2."""
