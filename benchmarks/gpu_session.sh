@@ -13,8 +13,9 @@ run() {  # run NAME SECONDS CMD...: a step with its own time limit and log; a fa
 case "${1:?stage 1, 2 or 3}" in
   1)  # issue 5: end-to-end decode (never measured yet: session 2's run spent its time on the baselines).
       # The record is rewritten after every row, moelab rows first.
+    run fp32-fence 90 python benchmarks/check_moe_fp32.py   # the fp32 pair-kernel bug: the fence hypothesis
     run engine-tests 120 python -m pytest tests/engine -q -p no:cacheprovider --tb=short -rf
-    run decode 450 python benchmarks/bench_decode.py --batch 1 --rows moelab,moelab-eager,hf-compile
+    run decode 380 python benchmarks/bench_decode.py --batch 1 --rows moelab,moelab-eager,hf-compile
     ;;
   2)  # issue 4: the profiler on the GPU, and batch 8/32 decode
     run profile 200 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --save

@@ -267,6 +267,16 @@ def test_gpu_bf16_real_shapes(E, H, I, k, SI, T):
     assert worst <= TOL[torch.bfloat16], worst
 
 
+def test_pairs_fence_needs_a_gpu():
+    """The FENCE experiment is inline PTX: under the interpreter it is refused with a clear error."""
+    if CUDA:
+        pytest.skip("on a GPU the fence runs (benchmarks/check_moe_fp32.py)")
+    from moelab.kernels.moe_pairs import moe_pairs
+    x, w13, w2, w, ids, _ = make(1, 8, 64, 32, 2, torch.float32)
+    with pytest.raises(ValueError, match="interpreter"):
+        moe_pairs(x, w13, w2, w, ids, out=poisoned(1, 64, x.dtype), config=dict(FENCE=True))
+
+
 @pytest.mark.skipif(not CUDA, reason="the fp32 pair-kernel bug shows only on the GPU")
 def test_gpu_fp32_small_t_never_wrong():
     """Known bug (docs/worklog.md): the pair kernel is wrong in fp32 on the GPU. The default path avoids it and
@@ -287,3 +297,5 @@ def test_compiles_for_sm90(sm90, job):
         assert "mma" in ptx  # tensor-core instructions, not FMA loops
     if job.startswith("moe_") and job not in ("moe_gate_up", "moe_down"):
         assert "atom" in ptx or "red." in ptx  # the phase counters are real atomics
+    if job == "moe_pairs":  # compiled with FENCE on: both publication points fence in every thread
+        assert ptx.count("fence.acq_rel.gpu") >= 2

@@ -48,6 +48,18 @@ def _wait_geq(ptr, target):
 
 
 @triton.jit
+def _publish(anchor, FENCE: tl.constexpr):
+    """The barrier before one thread's release of data that several threads stored. With FENCE, every thread
+    first fences at GPU scope (what CUDA's own pattern does: __threadfence() in each writer, then the
+    barrier) — an experiment for the pair kernel's fp32 bug (docs/worklog.md); inline PTX, so the
+    interpreter runs it with FENCE off. `anchor`: any int32 scalar (the asm needs an operand)."""
+    if FENCE:
+        tl.inline_asm_elementwise("fence.acq_rel.gpu;\n\tmov.u32 $0, $1;", "=r,r", [anchor], dtype=tl.int32,
+                                  is_pure=False, pack=1)
+    tl.debug_barrier()
+
+
+@triton.jit
 def _moe_decode_kernel(
     # pointers
     x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K]
