@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The next GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh 1|2|3        (on the device machine, from the repo root)
+#   bash benchmarks/gpu_session.sh 1|2|3|4      (on the device machine, from the repo root)
 # Logs and JSON records land in $OUT (copy the records into benchmarks/results/ afterwards, then
 # `moelab report --readme README.md`). Set MOELAB_COMMIT to the sha the tree was sent at.
 # Keep $OUT to a few files: the device tool returns only so many (session 2 lost three logs that way).
@@ -10,7 +10,7 @@ run() {  # run NAME SECONDS CMD...: a step with its own time limit and log; a fa
   local name=$1 secs=$2; shift 2
   echo "== $name"; timeout "$secs" "$@" > "$OUT/$name.log" 2>&1; echo "   exit $? ($name)"; tail -n 4 "$OUT/$name.log"
 }
-case "${1:?stage 1, 2 or 3}" in
+case "${1:?stage 1, 2, 3 or 4}" in
   1)  # issue 5: end-to-end decode (never measured yet: session 2's run spent its time on the baselines).
       # The record is rewritten after every row, moelab rows first.
     run fp32-fence 90 python benchmarks/check_moe_fp32.py   # the fp32 pair-kernel bug: the fence hypothesis
@@ -22,9 +22,13 @@ case "${1:?stage 1, 2 or 3}" in
     run profile-tp4 120 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --save
     run decode-b8 250 python benchmarks/bench_decode.py --batch 8,32 --rows moelab,moelab-eager
     ;;
-  3)  # issue 3: the kernel tests at every real shape (long: ~4 min), then the MoE bench with the current defaults
-    run kernel-tests 280 python -m pytest tests/kernels -q -p no:cacheprovider --tb=short -rf
-    run bench-moe 240 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+  3)  # issue 3: T=1 on tensor cores (the census kernel's dot form: its loads are software-pipelined, the GEMV's
+      # are not) against the pair kernel, one process; then the MoE bench with whatever wins as the default
+    run sweep-t1 150 python benchmarks/sweep_moe.py --mode decode --shapes qwen3,shard,qwen35 --tokens 1 --samples 10
+    run bench-moe 220 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     run bench-shard 60 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1 --no-shared --samples 10 --save
+    ;;
+  4)  # the kernel tests at every real shape (they need ~4-5 min on the GPU)
+    run kernel-tests 500 python -m pytest tests/kernels -q -p no:cacheprovider --tb=short -rf
     ;;
 esac

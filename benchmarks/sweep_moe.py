@@ -79,6 +79,15 @@ def main() -> None:
                 space = [(16, 64, 16, 64, 4), (16, 128, 16, 64, 4), (32, 64, 32, 64, 4),
                          (16, 64, 32, 64, 4), (16, 128, 16, 128, 4), (16, 64, 16, 64, 2)]
             grid = [dict(BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=nw) for bi, bk, bh, bk2, nw in space]
+            if a.mode == "decode" and T == 1:
+                # The tensor-core form at T=1 (the one token padded to 16 columns): its loads feed tl.dot, so
+                # Triton software-pipelines them through shared memory (cp.async; ptxas sm_90 on the CPU:
+                # 16×128 tiles 72 registers, 20 KB shared) — many more bytes in flight per SM than the GEMV
+                # tiles, which no num_stages setting pipelines. Never measured at T=1.
+                grid += [dict(BLOCK_T=16, BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=nw)
+                         for bi, bk, bh, bk2, nw in [(16, 128, 16, 128, 4), (16, 64, 16, 64, 4), (32, 64, 32, 64, 4),
+                                                     (16, 256, 16, 128, 4), (16, 128, 16, 128, 2)]]
+                grid.append(dict(KERNEL="pairs"))  # the current T=1 default, in the same process
             if a.mode == "block":
                 grid = [dict(ROUTE="kernel")]
                 if T == 1 and not SI:  # the T=1 kernel without partials, routing in its own launch
@@ -94,6 +103,8 @@ def main() -> None:
                         if cfg["ROUTE"] == "t1":
                             return moe_t1(x, w13, w2, tw, ids, out=torch.empty_like(x), config=c)
                         return moe_pairs(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=c)
+                    if cfg.get("KERNEL") == "pairs":
+                        return moe_pairs(x, w13, w2, tw, ids, sh, out=torch.empty_like(x))
                     run = moe_pairs if a.mode == "pairs" else moe_decode
                     return run(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=cfg)
                 try:

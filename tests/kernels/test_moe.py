@@ -181,6 +181,17 @@ def test_t1_path(E, H, I, k):
         moe_t1(torch.cat([x, x]), w13, w2, torch.cat([w, w]), torch.cat([ids, ids]), out=torch.empty(2, H))
 
 
+@pytest.mark.parametrize("shared", [None, (24, True)])
+def test_decode_tensor_core_form_at_t1(shared):
+    """The census kernel's tensor-core form (BLOCK_T=16) with a single token, as the T=1 sweep tries it
+    (fp16: the interpreter has no bf16 dot)."""
+    from moelab.kernels.moe_decode import moe_decode
+    x, w13, w2, w, ids, sh = make(1, 8, 64, 48, 2, torch.float16, seed=5, shared=shared)
+    out = moe_decode(x, w13, w2, w, ids, sh, out=poisoned(1, 64, x.dtype),
+                     config=dict(BLOCK_T=16, BLOCK_I=16, BLOCK_K=32, BLOCK_H=16, BLOCK_K2=32, num_warps=4))
+    assert rel(out, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[torch.float16]
+
+
 def test_decode_many_seeds():
     """100 random seeds at one decode shape (routing and data both change)."""
     for path in ("pairs", "decode"):
