@@ -28,7 +28,9 @@ case "${1:?stage 1, 2, 3 or 4}" in
     run bench-moe 220 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     run bench-shard 60 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1 --no-shared --samples 10 --save
     ;;
-  4)  # the kernel tests at every real shape (they need ~4-5 min on the GPU)
-    run kernel-tests 500 python -m pytest tests/kernels -q -p no:cacheprovider --tb=short -rf
+  4)  # prefill: the Triton grouped GEMMs against torch._grouped_mm (CUTLASS), never measured; then the kernel tests
+      # at every real shape (~5 min on the GPU; whatever does not fit is for the call after)
+    run grouped 140 python benchmarks/sweep_moe.py --mode decode --shapes qwen3 --tokens 1 --grouped 4096 --samples 10
+    run kernel-tests 420 python -m pytest tests/kernels -q -p no:cacheprovider --tb=short -rf
     ;;
 esac
