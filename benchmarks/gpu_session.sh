@@ -30,7 +30,7 @@ case "${1:?stage 1, 2, 3 or 4}" in
     ;;
   4)  # prefill: the Triton grouped GEMMs against torch._grouped_mm (CUTLASS), never measured; then the kernel tests
       # at every real shape (~5 min on the GPU; whatever does not fit is for the call after)
-    run grouped 140 python benchmarks/sweep_moe.py --mode decode --shapes qwen3 --tokens 1 --grouped 4096 --samples 10
+    run grouped 140 python benchmarks/sweep_moe.py --shapes "" --grouped 4096 --samples 10
     run kernel-tests 420 python -m pytest tests/kernels -q -p no:cacheprovider --tb=short -rf
     ;;
 esac
