@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The next GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh 1|2|3|4      (on the device machine, from the repo root)
+#   bash benchmarks/gpu_session.sh 1|2|3|4|5    (on the device machine, from the repo root); a session's
+#   30 device-minutes fit about three: take them in the order the open issues need
 # Logs and JSON records land in $OUT (copy the records into benchmarks/results/ afterwards, then
 # `moelab report --readme README.md`). Set MOELAB_COMMIT to the sha the tree was sent at.
 # Keep $OUT to a few files: the device tool returns only so many (session 2 lost three logs that way).
@@ -10,7 +11,7 @@ run() {  # run NAME SECONDS CMD...: a step with its own time limit and log; a fa
   local name=$1 secs=$2; shift 2
   echo "== $name"; timeout "$secs" "$@" > "$OUT/$name.log" 2>&1; echo "   exit $? ($name)"; tail -n 4 "$OUT/$name.log"
 }
-case "${1:?stage 1, 2, 3 or 4}" in
+case "${1:?stage 1 to 5}" in
   1)  # issue 5: end-to-end decode (never measured yet: session 2's run spent its time on the baselines).
       # The record is rewritten after every row, moelab rows first.
     run fp32-fence 90 python benchmarks/check_moe_fp32.py   # the fp32 pair-kernel bug: the fence hypothesis
@@ -32,5 +33,8 @@ case "${1:?stage 1, 2, 3 or 4}" in
       # at every real shape (~5 min on the GPU; whatever does not fit is for the call after)
     run grouped 140 python benchmarks/sweep_moe.py --shapes "" --grouped 4096 --samples 10
     run kernel-tests 420 python -m pytest tests/kernels -q -p no:cacheprovider --tb=short -rf
+    ;;
+  5)  # issue 4: decode attention's (num_splits, BLOCK_N) neighbourhood (the targets are unmet at 1k, 16k, 64k)
+    run attention 240 python benchmarks/bench_attention.py --sweep --no-compile
     ;;
 esac
