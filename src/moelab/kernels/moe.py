@@ -89,8 +89,8 @@ def moe_block(x, router_logits, w13, w2, k: int, renormalize: bool = True, share
     """Softmax top-k routing and the experts: (out[T, H], topk_weights[T, k], topk_ids[T, k]).
 
     Two launches: `route`, then `fused_moe`. Routing inside the pair kernel (one launch) was measured slower at
-    every shape (H200, 2026-12-01: Qwen3-30B-A3B T=1 32.3 vs 30.4 µs, T=4 103 vs 78 µs; docs/worklog.md): each
-    of its ~800 programs paid a serial top-k before its first weight load.
+    every shape (H200, 2026-12-01: Qwen3-30B-A3B T=1 32.3 vs 30.4 µs, T=4 103 vs 78 µs; docs/worklog.md), likely
+    because each of its ~800 programs computed a serial top-k before its first weight load.
     """
     from moelab.kernels.route import route
     from moelab.ops.moe import _check_route_args
