@@ -48,6 +48,26 @@ def _wait_geq(ptr, target):
 
 
 @triton.jit
+def _swiglu_rows(w_base, s_row, x_row_ptr, offs_i, imask, I_s, H, BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr):
+    """SiLU(x·gate)·(x·up) for rows offs_i of one expert (gate rows at offs_i, up rows at I_s + offs_i): a GEMV
+    over H in chunks of BLOCK_K, reduced per chunk (row accumulators only: few registers), fp32."""
+    acc_g = tl.zeros((BLOCK_I,), dtype=tl.float32)
+    acc_u = tl.zeros((BLOCK_I,), dtype=tl.float32)
+    for k0 in range(0, H, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        kmask = offs_k < H
+        wmask = imask[:, None] & kmask[None, :]
+        wg = tl.load(w_base + offs_i[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
+                     eviction_policy="evict_first")
+        wu = tl.load(w_base + (offs_i + I_s)[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
+                     eviction_policy="evict_first")
+        xv = tl.load(x_row_ptr + offs_k, mask=kmask, other=0.0).to(tl.float32)
+        acc_g += tl.sum(wg.to(tl.float32) * xv[None, :], axis=1)
+        acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
+    return acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
+
+
+@triton.jit
 def _publish(anchor, FENCE: tl.constexpr):
     """The barrier before one thread's release of data that several threads stored. With FENCE, every thread
     first fences at GPU scope (what CUDA's own pattern does: __threadfence() in each writer, then the
@@ -120,33 +140,21 @@ def _moe_decode_kernel(
             if USE_DOT:
                 acc_g = tl.zeros((BLOCK_I, BLOCK_T), dtype=tl.float32)
                 acc_u = tl.zeros((BLOCK_I, BLOCK_T), dtype=tl.float32)
-            else:
-                acc_g = tl.zeros((BLOCK_I,), dtype=tl.float32)
-                acc_u = tl.zeros((BLOCK_I,), dtype=tl.float32)
-            for k0 in range(0, H, BLOCK_K):
-                offs_k = k0 + tl.arange(0, BLOCK_K)
-                kmask = offs_k < H
-                wmask = imask[:, None] & kmask[None, :]
-                wg = tl.load(w_base + offs_i[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
-                             eviction_policy="evict_first")
-                wu = tl.load(w_base + (offs_i + I_s)[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
-                             eviction_policy="evict_first")
-                if USE_DOT:
+                for k0 in range(0, H, BLOCK_K):
+                    offs_k = k0 + tl.arange(0, BLOCK_K)
+                    kmask = offs_k < H
+                    wmask = imask[:, None] & kmask[None, :]
+                    wg = tl.load(w_base + offs_i[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
+                                 eviction_policy="evict_first")
+                    wu = tl.load(w_base + (offs_i + I_s)[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
+                                 eviction_policy="evict_first")
                     xt = tl.load(x_ptr + offs_t[:, None] * s_xt + offs_k[None, :],
                                  mask=tmask[:, None] & kmask[None, :], other=0.0)  # [BLOCK_T, BLOCK_K]
                     acc_g = tl.dot(wg, tl.trans(xt), acc_g, input_precision=PREC)
                     acc_u = tl.dot(wu, tl.trans(xt), acc_u, input_precision=PREC)
-                else:
-                    xv = tl.load(x_ptr + offs_k, mask=kmask, other=0.0).to(tl.float32)
-                    acc_g += tl.sum(wg.to(tl.float32) * xv[None, :], axis=1)
-                    acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
-            if USE_DOT:
-                g = acc_g
-                u = acc_u
-            else:
-                g = acc_g[:, None]
-                u = acc_u[:, None]
-            act = g / (1.0 + tl.exp(-g)) * u  # SiLU(gate) · up, rounded to the activation dtype as the model does
+                act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u  # SiLU(gate) · up
+            else:  # one token: the pair kernel's GEMV
+                act = _swiglu_rows(w_base, s_row, x_ptr, offs_i, imask, I_s, H, BLOCK_I, BLOCK_K)[:, None]
             a_ptrs = act_ptr + (s * T + offs_t[None, :]) * I_MAX + offs_i[:, None]
             tl.store(a_ptrs, act.to(act_ptr.dtype.element_ty), mask=imask[:, None] & tmask[None, :])
             tl.debug_barrier()  # every thread's stores precede the release below

@@ -24,27 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels.moe_decode import _counters, _pop_warps, _publish, _wait_geq
-
-
-@triton.jit
-def _swiglu_rows(w_base, s_row, x_row_ptr, offs_i, imask, I_s, H, BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr):
-    """SiLU(x·gate)·(x·up) for rows offs_i of one expert (gate rows at offs_i, up rows at I_s + offs_i): a GEMV
-    over H in chunks of BLOCK_K, reduced per chunk (row accumulators only: few registers), fp32."""
-    acc_g = tl.zeros((BLOCK_I,), dtype=tl.float32)
-    acc_u = tl.zeros((BLOCK_I,), dtype=tl.float32)
-    for k0 in range(0, H, BLOCK_K):
-        offs_k = k0 + tl.arange(0, BLOCK_K)
-        kmask = offs_k < H
-        wmask = imask[:, None] & kmask[None, :]
-        wg = tl.load(w_base + offs_i[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
-                     eviction_policy="evict_first")
-        wu = tl.load(w_base + (offs_i + I_s)[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
-                     eviction_policy="evict_first")
-        xv = tl.load(x_row_ptr + offs_k, mask=kmask, other=0.0).to(tl.float32)
-        acc_g += tl.sum(wg.to(tl.float32) * xv[None, :], axis=1)
-        acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
-    return acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
+from moelab.kernels.moe_decode import _counters, _pop_warps, _publish, _swiglu_rows, _wait_geq
 
 
 @triton.jit

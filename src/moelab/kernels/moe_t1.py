@@ -18,8 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels.moe_decode import _counters, _pop_warps, _wait_geq
-from moelab.kernels.moe_pairs import _swiglu_rows
+from moelab.kernels.moe_decode import _counters, _pop_warps, _swiglu_rows, _wait_geq
 
 
 @triton.jit
