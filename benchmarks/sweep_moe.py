@@ -39,6 +39,8 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--device", default="cuda", help="cuda; cpu only to smoke-test the script (times mean nothing)")
     ap.add_argument("--grouped", default="", help="token counts for the grouped (prefill) path sweep, qwen3 shape")
+    ap.add_argument("--t1", default="all", choices=["all", "dot"],
+                    help="decode mode at T=1: all configs, or only the tensor-core form, the pair kernel and cuBLAS")
     a = ap.parse_args()
     try:
         ceil = hardware.ceilings()
@@ -71,6 +73,8 @@ def main() -> None:
             elif a.mode == "pairs":
                 space = [(8, 512, 16, 512, 4), (8, 512, 16, 1024, 4), (4, 1024, 8, 1024, 4), (8, 256, 16, 512, 4),
                          (8, 512, 8, 1024, 4), (8, 512, 32, 256, 4), (4, 512, 16, 512, 2)]
+            elif T == 1 and a.t1 == "dot":
+                space = []
             elif T == 1:  # register-light tiles first (ptxas on CPU: 64-130 registers, no stack)
                 space = [(8, 256, 8, 256, 4), (8, 512, 16, 512, 4), (4, 1024, 8, 512, 4),
                          (16, 256, 16, 256, 4), (8, 256, 16, 256, 4), (8, 256, 8, 256, 2),
@@ -87,7 +91,13 @@ def main() -> None:
                 grid += [dict(BLOCK_T=16, BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=nw)
                          for bi, bk, bh, bk2, nw in [(16, 128, 16, 128, 4), (16, 64, 16, 64, 4), (32, 64, 32, 64, 4),
                                                      (16, 256, 16, 128, 4), (16, 128, 16, 128, 2)]]
+                grid += [dict(BLOCK_T=16, BLOCK_I=16, BLOCK_K=128, BLOCK_H=16, BLOCK_K2=128, num_warps=4, num_stages=ns)
+                         for ns in (4, 5)]  # deeper software pipelines (Triton's default is 3)
                 grid.append(dict(KERNEL="pairs"))  # the current T=1 default, in the same process
+                if not SI:
+                    # Not a MoE: cuBLAS over the same bytes (k consecutive experts, so w13 is one [k·2I, H] matrix):
+                    # GEMV, SiLU·mul, batched GEMV, sum — what a library stream of this size reaches, 4 launches.
+                    grid.append(dict(KERNEL="cublas"))
             if a.mode == "block":
                 grid = [dict(ROUTE="kernel")]
                 if T == 1 and not SI:  # the T=1 kernel without partials, routing in its own launch
@@ -103,13 +113,18 @@ def main() -> None:
                         if cfg["ROUTE"] == "t1":
                             return moe_t1(x, w13, w2, tw, ids, out=torch.empty_like(x), config=c)
                         return moe_pairs(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=c)
+                    if cfg.get("KERNEL") == "cublas":  # experts 0..k-1 of this layer copy: plain views, no gather
+                        gu = torch.nn.functional.linear(x, w13[:k].reshape(k * 2 * I, H)).view(k, 2, I)
+                        act = (torch.nn.functional.silu(gu[:, 0].float()) * gu[:, 1].float()).to(x.dtype)
+                        y = torch.bmm(w2[:k], act.unsqueeze(-1)).squeeze(-1)  # [k, H]
+                        return (y.float() * tw[0, :, None]).sum(0, keepdim=True).to(x.dtype)
                     if cfg.get("KERNEL") == "pairs":
                         return moe_pairs(x, w13, w2, tw, ids, sh, out=torch.empty_like(x))
                     run = moe_pairs if a.mode == "pairs" else moe_decode
                     return run(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=cfg)
                 try:
                     got = f(*sets[0])
-                    err = float((got.float() - ref.float()).norm() / ref.float().norm())
+                    err = 0.0 if cfg.get("KERNEL") == "cublas" else float((got.float() - ref.float()).norm() / ref.float().norm())
                     m = timing.measure(f, sets, mode="graph", samples=a.samples, warmup=2)
                 except Exception as e:  # a config that fails to compile is skipped and said
                     rows.append(dict(cfg=cfg, error=f"{type(e).__name__}: {str(e)[:80]}"))

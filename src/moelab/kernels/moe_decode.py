@@ -39,12 +39,21 @@ def _slot_expert(present, rank, offs_e, s):
 
 
 @triton.jit
-def _wait_geq(ptr, target):
-    """Spin on plain volatile loads (cheap for L2), then one acquire so the data behind is visible."""
+def _wait_geq(ptr, target, n):
+    """Wait until *ptr ≥ target, then return n: the bound of the loads this wait guards, which must use it.
+
+    Spin on plain volatile loads (cheap for L2), then one acquire at GPU scope and a barrier, so the data the
+    publishers released is visible to every thread of this program. The bound is computed from the acquire's
+    result so that the guarded loads depend on it: Triton 3.6 deletes an atomic whose result is unused (its PTX
+    for sm_90, 2026-12-01, had no acquire and no barrier after the spin), which left those loads unordered
+    after a relaxed spin — the likely cause of the pair kernel's wrong fp32 results and of the 8-warp race
+    (docs/worklog.md)."""
     v = tl.load(ptr, volatile=True)
     while v < target:
         v = tl.load(ptr, volatile=True)
-    tl.atomic_add(ptr, 0, sem="acquire", scope="gpu")
+    seen = tl.atomic_add(ptr, 0, sem="acquire", scope="gpu")
+    tl.debug_barrier()
+    return tl.where(seen >= target, n, 0)
 
 
 @triton.jit
@@ -170,7 +179,7 @@ def _moe_decode_kernel(
             else:
                 w_base = w2_ptr + e.to(tl.int64) * s_w2e
                 s_row = s_w2r
-            _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I))
+            I_ready = _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I), I_s)
             if USE_DOT:
                 acc = tl.zeros((BLOCK_H, BLOCK_T), dtype=tl.float32)
             else:
@@ -182,10 +191,10 @@ def _moe_decode_kernel(
                             mask=hmask[:, None] & kmask[None, :], other=0.0, eviction_policy="evict_first")
                 if USE_DOT:
                     a = tl.load(act_ptr + (s * T + offs_t[:, None]) * I_MAX + offs_k[None, :],
-                                mask=tmask[:, None] & kmask[None, :], other=0.0, cache_modifier=".cg")
+                                mask=tmask[:, None] & (offs_k < I_ready)[None, :], other=0.0, cache_modifier=".cg")
                     acc = tl.dot(w, tl.trans(a), acc, input_precision=PREC)
                 else:
-                    a = tl.load(act_ptr + s * T * I_MAX + offs_k, mask=kmask, other=0.0,
+                    a = tl.load(act_ptr + s * T * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0,
                                 cache_modifier=".cg").to(tl.float32)
                     acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
             if USE_DOT:

@@ -95,15 +95,16 @@ def _moe_pairs_kernel(
         kmask = offs_k < I_s
         w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
                     other=0.0, eviction_policy="evict_first")  # in flight before we wait
-        _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I))
-        a = tl.load(act_ptr + s * I_MAX + offs_k, mask=kmask, other=0.0, cache_modifier=".cg").to(tl.float32)
+        I_ready = _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I), I_s)
+        a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0, cache_modifier=".cg").to(tl.float32)
         acc = tl.sum(w.to(tl.float32) * a[None, :], axis=1)
         for k0 in range(BLOCK_K2, I_s, BLOCK_K2):
             offs_k = k0 + tl.arange(0, BLOCK_K2)
             kmask = offs_k < I_s
             w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
                         other=0.0, eviction_policy="evict_first")
-            a = tl.load(act_ptr + s * I_MAX + offs_k, mask=kmask, other=0.0, cache_modifier=".cg").to(tl.float32)
+            a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0,
+                        cache_modifier=".cg").to(tl.float32)
             acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
         # Routing weight of the slot; the shared expert's sigmoid gate was stored by its phase-1 block 0
         # (written before the release this program acquired).

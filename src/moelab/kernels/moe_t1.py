@@ -61,9 +61,10 @@ def _moe_t1_kernel(
         w = tl.load(w2_ptr + ev[:, None, None] * s_w2e + offs_h[None, :, None] * s_w2r + offs_c[None, None, :],
                     mask=m3, other=0.0, eviction_policy="evict_first")  # [K_PAD, BLOCK_H, I_PAD]
         target = tl.cdiv(I, BLOCK_I)
+        I_ready = I
         for j in tl.static_range(K):
-            _wait_geq(cnt_ptr + j, target)
-        a = tl.load(act_ptr + offs_j[:, None] * I + offs_c[None, :], mask=jmask[:, None] & cmask[None, :],
+            I_ready = tl.minimum(I_ready, _wait_geq(cnt_ptr + j, target, I))
+        a = tl.load(act_ptr + offs_j[:, None] * I + offs_c[None, :], mask=jmask[:, None] & (offs_c < I_ready)[None, :],
                     other=0.0, cache_modifier=".cg").to(tl.float32)  # [K_PAD, I_PAD]
         y = tl.sum(w.to(tl.float32) * a[:, None, :], axis=2)  # [K_PAD, BLOCK_H]
         tw = tl.load(tw_ptr + offs_j, mask=jmask, other=0.0).to(tl.float32)
