@@ -5,8 +5,9 @@
 A race shows as an error that moves between calls on the same inputs, or as counters left non-zero
 after a call. Prints the worst relative error per (shape, path, config) and the counters' state.
 The first run (2026-12-01, results/sync-check-nvidia-h200-20261201.log) found results moving between runs
-with 8-warp programs (BLOCK_I=16) on every shape, and none with 2 or 4 warps: the launchers now refuse
-more than 4 warps (kernels.moe_decode.MAX_WARPS).
+with 8-warp programs (BLOCK_I=16) on every shape, and none with 2 or 4 warps. The cause was found in session 3:
+Triton 3.6 deleted the acquire after each phase-2 wait (its result was unused); with the fix, 8-warp programs
+are stable (results/acquire-check-nvidia-h200-20261201T1112.log).
 """
 
 from __future__ import annotations

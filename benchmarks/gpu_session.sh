@@ -23,11 +23,12 @@ case "${1:?stage A, B or C}" in
     run profile 180 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 15 --save
     run sweep-t1 100 python benchmarks/sweep_moe.py --mode decode --shapes qwen3 --tokens 1 --samples 10 --t1 dot
     ;;
-  B)  # the issue-5 side-by-side table (all four rows), batch 8/32, and the tp=4 profile
+  B)  # what the session-3 changes bought: PDL's value on a chain, the engine with kv_write + the one-launch router
     run hw 90 python -m moelab hw --save
-    run decode 300 python benchmarks/bench_decode.py --batch 1 --rows moelab,moelab-eager,hf-eager,hf-compile
-    run decode-b8 120 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
-    run profile-tp4 80 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --samples 10 --save
+    run pdl 60 python benchmarks/check_pdl.py
+    run decode 120 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run profile 150 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 15 --impl eager,moelab --save
+    run kernel-tests 150 python -m pytest tests/kernels/test_moe.py tests/kernels/test_router.py tests/kernels/test_kv_cache.py -q -x -p no:cacheprovider --tb=short -rf
     ;;
   C)  # the MoE bench with the session's defaults, and the GPU tests of the kernels and the engine
     run hw 90 python -m moelab hw --save

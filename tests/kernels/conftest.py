@@ -81,7 +81,7 @@ SM90_JOBS = {
                    "act_ptr": "*bf16", "part_ptr": "*fp32", "gw_ptr": "*fp32", "cnt_ptr": "*i32", "out_ptr": "*bf16"},
                   {"T": 1, "K": 8, "K_PAD": 8, "T_PAD": 1, "N_SLOTS": 9, "S_PAD": 16, "N_IBLK": 96, "N_HBLK": 128,
                    "N1": 864, "BLOCK_I": 8, "BLOCK_K": 512, "BLOCK_H": 16, "BLOCK_K2": 512, "HAS_SHARED": True,
-                   "SHARED_GATE": True, "FENCE": True},
+                   "SHARED_GATE": True},
                   ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"]),
     "moe_t1": ("moe_t1", "_moe_t1_kernel",
                {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",
@@ -113,6 +113,16 @@ SM90_JOBS = {
                       {"K": 8, "K_PAD": 8, "E_PAD": 256, "SCORING": 2, "RENORM": True, "HAS_BIAS": True,
                        "N_GROUP": 8, "TOPK_GROUP": 4, "GROUP_PAD": 32},
                       []),
+    "router": ("router", "_router_kernel",
+               {"x_ptr": "*bf16", "w_ptr": "*bf16", "bias_ptr": "*fp32", "logits_ptr": "*fp32", "tw_ptr": "*fp32",
+                "ids_ptr": "*i32", "cnt_ptr": "*i32", "scaling": "fp32"},
+               {"T_PAD": 1, "BLOCK_E": 2, "BLOCK_H": 2048, "N_PROG": 64, "K": 8, "K_PAD": 8, "E_PAD": 128, "SCORING": 0,
+                "RENORM": True, "HAS_BIAS": False, "N_GROUP": 1, "TOPK_GROUP": 1},
+               ["x_ptr", "w_ptr", "H", "s_xt", "s_we"]),
+    "kv_write": ("kv_cache", "_kv_write_kernel",
+                 {"k_ptr": "*bf16", "v_ptr": "*bf16", "kc_ptr": "*bf16", "vc_ptr": "*bf16", "pos_ptr": "*i64"},
+                 {"skd": 1, "svd": 1, "scd": 1, "sdd": 1, "BLOCK_D": 128},
+                 ["k_ptr", "v_ptr", "kc_ptr", "vc_ptr", "D", "skb", "skh", "svb", "svh", "scb", "sch", "scs"]),
 }
 
 _SM90_SCRIPT = r"""

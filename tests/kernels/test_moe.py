@@ -39,8 +39,8 @@ def make(T, E, H, I, k, dtype, seed=0, shared=None, logits=None):
 
 
 def fp32_or_half(path):
-    """fp32, except for the pair kernel on a GPU, which refuses fp32 there (known bug, docs/worklog.md)."""
-    return torch.float16 if CUDA and path == "pairs" else torch.float32
+    """fp32 for every path (the pair kernel's fp32 bug on the GPU was the deleted acquire: docs/worklog.md)."""
+    return torch.float32
 
 
 def poisoned(T, H, dtype):
@@ -105,8 +105,6 @@ SHAPES = [  # T, E, H, I, k
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("T,E,H,I,k", SHAPES)
 def test_fused_moe_matches_reference(T, E, H, I, k, dtype, path):
-    if CUDA and path == "pairs" and dtype == torch.float32:
-        pytest.skip("pair kernel refused in fp32 on the GPU (known bug): see test_gpu_fp32_small_t_never_wrong")
     x, w13, w2, w, ids, _ = make(T, E, H, I, k, dtype, seed=T * 31 + E)
     out = fused_moe(x, w13, w2, w, ids, out=poisoned(T, H, dtype), path=path)
     assert not out.isnan().any()
@@ -278,24 +276,20 @@ def test_gpu_bf16_real_shapes(E, H, I, k, SI, T):
     assert worst <= TOL[torch.bfloat16], worst
 
 
-def test_pairs_fence_needs_a_gpu():
-    """The FENCE experiment is inline PTX: under the interpreter it is refused with a clear error."""
-    if CUDA:
-        pytest.skip("on a GPU the fence runs (benchmarks/check_moe_fp32.py)")
+@pytest.mark.skipif(not CUDA, reason="the bug it guards against showed only on the GPU (Triton 3.6)")
+@pytest.mark.parametrize("num_warps", [4, 8])
+def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):
+    """Regression (docs/worklog.md, session 3): with the phase-2 acquire deleted by Triton 3.6, the pair kernel was
+    wrong in fp32 and 8-warp programs moved between runs. Both shapes that failed then, forced onto the pair kernel."""
     from moelab.kernels.moe_pairs import moe_pairs
-    x, w13, w2, w, ids, _ = make(1, 8, 64, 32, 2, torch.float32)
-    with pytest.raises(ValueError, match="interpreter"):
-        moe_pairs(x, w13, w2, w, ids, out=poisoned(1, 64, x.dtype), config=dict(FENCE=True))
-
-
-@pytest.mark.skipif(not CUDA, reason="the fp32 pair-kernel bug shows only on the GPU")
-def test_gpu_fp32_small_t_never_wrong():
-    """Known bug (docs/worklog.md): the pair kernel is wrong in fp32 on the GPU. The default path avoids it and
-    forcing it is refused: a clear error, never a wrong answer."""
-    x, w13, w2, w, ids, _ = make(3, 16, 96, 48, 4, torch.float32)
-    assert rel(fused_moe(x, w13, w2, w, ids, out=poisoned(3, 96, x.dtype)), fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
-    with pytest.raises(ValueError, match="refused"):
-        fused_moe(x, w13, w2, w, ids, path="pairs")
+    for T, E, H, I, k in [(3, 16, 96, 48, 4), (16, 8, 64, 32, 8)]:
+        for seed in range(5):
+            x, w13, w2, w, ids, _ = make(T, E, H, I, k, torch.float32, seed=seed)
+            cfg = dict(BLOCK_I=8, BLOCK_K=512, BLOCK_H=32, BLOCK_K2=256, num_warps=num_warps)
+            a = moe_pairs(x, w13, w2, w, ids, out=poisoned(T, H, x.dtype), config=cfg)
+            b = moe_pairs(x, w13, w2, w, ids, out=poisoned(T, H, x.dtype), config=cfg)
+            assert torch.equal(a, b)
+            assert rel(a, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
 
 
 @pytest.mark.parametrize("job", ["moe_pairs", "moe_t1", "moe_decode", "moe_gate_up", "moe_down", "route_grouped"])
@@ -308,5 +302,7 @@ def test_compiles_for_sm90(sm90, job):
         assert "mma" in ptx  # tensor-core instructions, not FMA loops
     if job.startswith("moe_") and job not in ("moe_gate_up", "moe_down"):
         assert "atom" in ptx or "red." in ptx  # the phase counters are real atomics
-    if job == "moe_pairs":  # compiled with FENCE on: both publication points fence in every thread
-        assert ptx.count("fence.acq_rel.gpu") >= 2
+    if job in ("moe_pairs", "moe_t1", "moe_decode"):
+        # Every phase-2 wait ends in an acquire that the compiler kept (Triton 3.6 deleted an unused one: the cause
+        # of the fp32 and 8-warp bugs). Checked here with whatever Triton is installed; for 3.6, docs/worklog.md.
+        assert ".acquire" in ptx

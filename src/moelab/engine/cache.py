@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from moelab import ops
 from moelab.engine.config import EngineConfig
 
 
@@ -15,8 +16,10 @@ class KVCache:
     ever reallocated, so the buffers' addresses stay fixed for CUDA-graph replay.
     """
 
-    def __init__(self, cfg: EngineConfig, batch: int, max_len: int, dtype: torch.dtype, device: torch.device):
+    def __init__(self, cfg: EngineConfig, batch: int, max_len: int, dtype: torch.dtype, device: torch.device,
+                 impl: str = "eager"):
         self.batch, self.max_len = batch, max_len
+        self.impl = impl  # which `kv_write` appends decode tokens: the reference or moelab's one-launch kernel
         shape = (batch, cfg.kv_heads, max_len, cfg.head_dim)
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(cfg.layers)]
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(cfg.layers)]
@@ -31,8 +34,6 @@ class KVCache:
         self.k[layer][:, :, :P].copy_(k.transpose(1, 2))
         self.v[layer][:, :, :P].copy_(v.transpose(1, 2))
 
-    def write_decode(self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor,
-                     rows: torch.Tensor) -> None:
-        """k, v: [B, Hk, D], one token per sequence b = rows[b] at positions[b] (device tensors: no host sync)."""
-        self.k[layer][rows, :, positions] = k
-        self.v[layer][rows, :, positions] = v
+    def write_decode(self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> None:
+        """k, v: [B, Hk, D], one token per sequence b at positions[b] (a device tensor: no host sync)."""
+        ops.get("kv_write", self.impl)(self.k[layer], self.v[layer], k, v, positions)

@@ -5,7 +5,7 @@ entries) followed by an MLP (routed experts, optionally a shared expert, or dens
 residual-add + RMSNorm. Tokens travel flat: prefill is [B·P, H] (B prompts of P tokens), decode [B, H].
 
 Which code runs where:
-  * norms, q/k norm + RoPE, decode attention, routing, experts: `ops.get(name, impl)`;
+  * norms, q/k norm + RoPE, KV-cache append, decode attention, router + routing, experts: `ops.get(name, impl)`;
   * dense projections (qkv, o, router logits, lm_head): `F.linear` (cuBLAS GEMV reads the weight at
     ~98 % of the bandwidth floor on an H200, see FACTS.md: no kernel of ours is needed there);
   * prefill attention (many query tokens, causal): `prefill_attention_sdpa` below, torch's SDPA —
@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from moelab import ops
 from moelab.engine.cache import KVCache
 from moelab.engine.config import ATTENTION, EngineConfig
+from moelab.kernels.router import ROUTER_MAX_T
 
 
 def prefill_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -37,7 +38,6 @@ class DecodeStep:
     def __init__(self, positions: torch.Tensor):
         self.positions = positions  # [B] int64: where each sequence's new token goes
         self.seq_lens = (positions + 1).to(torch.int32)  # [B]: valid cache length after the write
-        self.rows = torch.arange(positions.shape[0], device=positions.device)  # [B]
 
 
 class Attention:
@@ -89,7 +89,7 @@ class Attention:
 
     def decode(self, x: torch.Tensor, step: DecodeStep, cache: KVCache) -> torch.Tensor:
         q, k, v = self._qkv(x, step.positions)  # [B, H·, D]
-        cache.write_decode(self.i, k, v, step.positions, step.rows)
+        cache.write_decode(self.i, k, v, step.positions)
         out = self.decode_attention(q, cache.k[self.i], cache.v[self.i], step.seq_lens, scale=self.scale)
         return F.linear(out.reshape(x.shape[0], -1), self.o, self.o_bias)
 
@@ -104,10 +104,16 @@ class MoE:
         self.shared = ((w[p + "shared_w13"], w[p + "shared_w2"], w.get(p + "shared_gate"))
                        if cfg.shared_intermediate else None)
         self.route, self.fused_moe = ops.get("route", impl), ops.get("fused_moe", impl)
+        # Decode: the router logits and the routing in one launch (moelab); prefill: a GEMM, then `route`.
+        self.fused_router = ops.get("router", impl) if impl == "moelab" else None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        logits = F.linear(x, self.router)  # [T, E]
-        weights, ids = self.route(logits, self.cfg.top_k, "softmax", self.cfg.norm_topk_prob)  # [T, k]
+        k, renorm = self.cfg.top_k, self.cfg.norm_topk_prob
+        if self.fused_router is not None and x.shape[0] <= ROUTER_MAX_T:
+            weights, ids = self.fused_router(x, self.router, k, "softmax", renorm)  # [T, k]
+        else:
+            logits = F.linear(x, self.router)  # [T, E]
+            weights, ids = self.route(logits, k, "softmax", renorm)  # [T, k]
         return self.fused_moe(x, self.w13, self.w2, weights, ids, self.shared)
 
 

@@ -54,20 +54,13 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
     if T == 0:
         return out
     pairs = T * topk_ids.shape[1]
-    # Open bug (H200, 2026-12-01, docs/worklog.md): the pair kernel gives wrong fp32 results on the GPU when I is a
-    # multiple of 16 (bf16/fp16 and the interpreter are right). Until it is understood, fp32 on a GPU goes to the
-    # census kernel, which passes there, and forcing the pair kernel is refused rather than answered wrongly.
-    fp32_gpu = x.is_cuda and x.dtype == torch.float32
     if path is None:
         if T == 1 and shared is None and w2.shape[2] <= T1_MAX_I:
             path = "t1"
         elif T <= PAIRS_MAX_T:
-            path = "decode" if fp32_gpu else "pairs"
+            path = "pairs"
         else:
             path = "decode" if pairs <= DECODE_MAX_PAIRS else "grouped"
-    elif path == "pairs" and fp32_gpu:
-        raise ValueError("path 'pairs' is refused for fp32 on a GPU (known wrong results, see docs/worklog.md); "
-                         "use path 'decode' or bf16/fp16")
     if path == "t1":
         if shared is not None:
             raise ValueError("path 't1' has no shared-expert support yet")

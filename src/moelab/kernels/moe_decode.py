@@ -77,18 +77,6 @@ def _swiglu_rows(w_base, s_row, x_row_ptr, offs_i, imask, I_s, H, BLOCK_I: tl.co
 
 
 @triton.jit
-def _publish(anchor, FENCE: tl.constexpr):
-    """The barrier before one thread's release of data that several threads stored. With FENCE, every thread
-    first fences at GPU scope (what CUDA's own pattern does: __threadfence() in each writer, then the
-    barrier) — an experiment for the pair kernel's fp32 bug (docs/worklog.md); inline PTX, so the
-    interpreter runs it with FENCE off. `anchor`: any int32 scalar (the asm needs an operand)."""
-    if FENCE:
-        tl.inline_asm_elementwise("fence.acq_rel.gpu;\n\tmov.u32 $0, $1;", "=r,r", [anchor], dtype=tl.int32,
-                                  is_pure=False, pack=1)
-    tl.debug_barrier()
-
-
-@triton.jit
 def _moe_decode_kernel(
     # pointers
     x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K]
@@ -251,26 +239,14 @@ def _moe_decode_kernel(
                     tl.store(cnt_ptr + S_MAX + N_HBLK, 0)
 
 
-# Programs of more than 4 warps are refused: with 8 warps (BLOCK_I=16) results moved between runs on the
-# H200 (benchmarks/check_moe_sync.py, 2026-12-01, results/sync-check-*.log); not understood yet.
-MAX_WARPS = 4
-
-
-def _pop_warps(cfg: dict) -> int:
-    """Take num_warps out of a launch config, refusing what the decode kernels are not safe with."""
-    num_warps = cfg.pop("num_warps")
-    if num_warps > MAX_WARPS:
-        raise ValueError(f"num_warps={num_warps}: the MoE decode kernels allow at most {MAX_WARPS} (see MAX_WARPS)")
-    return num_warps
-
-
 _COUNTERS: dict[tuple, torch.Tensor] = {}
 
 
-def _counters(device: torch.device, n: int) -> torch.Tensor:
-    """int32 counters per (device, stream), zero between calls (the kernel resets the ones it used)."""
+def _counters(device: torch.device, n: int, owner: str = "moe") -> torch.Tensor:
+    """int32 counters per (device, stream, owner), zero between calls (the kernel resets the ones it used).
+    Kernels that could ever overlap on one stream (programmatic dependent launch) must use different owners."""
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    key = (str(device), stream)
+    key = (str(device), stream, owner)
     c = _COUNTERS.get(key)
     if c is None or c.numel() < n:
         c = _COUNTERS[key] = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
@@ -295,7 +271,7 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
     I = I2 // 2
     k = topk_ids.shape[1]
     cfg = dict(decode_config(T, k, H, I), **(config or {}))
-    num_warps = _pop_warps(cfg)
+    num_warps = cfg.pop("num_warps")
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
     s_max = min(E, T * k) + (shared is not None)

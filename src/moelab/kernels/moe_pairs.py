@@ -18,13 +18,11 @@ The shared expert, if any, is one more slot per token, weighted by sigmoid(share
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels.moe_decode import _counters, _pop_warps, _publish, _swiglu_rows, _wait_geq
+from moelab.kernels.moe_decode import _counters, _swiglu_rows, _wait_geq
 
 
 @triton.jit
@@ -42,7 +40,7 @@ def _moe_pairs_kernel(
     T: tl.constexpr, K: tl.constexpr, K_PAD: tl.constexpr, T_PAD: tl.constexpr,
     N_SLOTS: tl.constexpr, S_PAD: tl.constexpr, N_IBLK: tl.constexpr, N_HBLK: tl.constexpr, N1: tl.constexpr,
     BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
-    HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, FENCE: tl.constexpr,
+    HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr,
 ):
     # counters: [0, N_SLOTS) phase-1 blocks done per slot; N_SLOTS + hb: slots done for output block hb;
     # N_SLOTS + N_HBLK: output blocks done (the last resets all).
@@ -83,7 +81,7 @@ def _moe_pairs_kernel(
                         tl.store(gw_ptr + t, tl.sigmoid(tl.sum(gacc, axis=0)))
                     else:
                         tl.store(gw_ptr + t, 1.0)
-            _publish(pid, FENCE)  # all threads' stores precede the release
+            tl.debug_barrier()  # all threads' stores precede the release
             tl.atomic_add(cnt_ptr + s, 1, sem="release", scope="gpu")
     else:
         # ---------------- phase 2: down projection of one slot for BLOCK_H outputs ----------------
@@ -110,7 +108,7 @@ def _moe_pairs_kernel(
         # (written before the release this program acquired).
         weight = tl.where(is_shared, tl.load(gw_ptr + t, cache_modifier=".cg"), route_w)
         tl.store(part_ptr + s * H + offs_h, acc * weight, mask=hmask)
-        _publish(pid, FENCE)
+        tl.debug_barrier()
         arrived = tl.atomic_add(cnt_ptr + N_SLOTS + hb, 1, sem="acq_rel", scope="gpu")
         if arrived == N_SLOTS - 1:
             # Last slot of this output block: sum partials in a fixed order, poison tokens with bad ids.
@@ -142,7 +140,7 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     """Launch parameters. Best of benchmarks/sweep_moe.py --mode pairs on the H200 (2026-12-01) at
     Qwen3-30B-A3B T=1, 2, 4 and the tp=4 shard T=1 alike: row blocks of 8 (~768 phase-1 programs at T=1),
     output blocks of 32, the down projection in chunks of 256."""
-    return dict(BLOCK_I=8, BLOCK_K=512, BLOCK_H=32, BLOCK_K2=256, num_warps=4, FENCE=False)
+    return dict(BLOCK_I=8, BLOCK_K=512, BLOCK_H=32, BLOCK_K2=256, num_warps=4)
 
 
 def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):
@@ -152,9 +150,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     I = I2 // 2
     k = topk_ids.shape[1]
     cfg = dict(pairs_config(T, k, H, I), **(config or {}))
-    if cfg["FENCE"] and os.environ.get("TRITON_INTERPRET") == "1":
-        raise ValueError("FENCE=True is inline PTX: the Triton interpreter cannot run it (use a GPU)")
-    num_warps = _pop_warps(cfg)
+    num_warps = cfg.pop("num_warps")
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
     n_slots = T * k + (T if shared is not None else 0)

@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels.moe_decode import _counters, _pop_warps, _swiglu_rows, _wait_geq
+from moelab.kernels.moe_decode import _counters, _swiglu_rows, _wait_geq
 
 
 @triton.jit
@@ -96,7 +96,7 @@ def moe_t1(x, w13, w2, topk_weights, topk_ids, *, out, config: dict | None = Non
     I = I2 // 2
     k = topk_ids.shape[1]
     cfg = dict(t1_config(k, H, I), **(config or {}))
-    num_warps = _pop_warps(cfg)
+    num_warps = cfg.pop("num_warps")
     n_iblk = triton.cdiv(I, cfg["BLOCK_I"])
     n_hblk = triton.cdiv(H, cfg["BLOCK_H"])
     n1 = k * n_iblk

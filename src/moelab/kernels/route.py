@@ -18,20 +18,12 @@ _SCORING_CODE = {"softmax": 0, "topk_softmax": 1, "sigmoid": 2}
 
 
 @triton.jit
-def _route_kernel(
-    logits_ptr, bias_ptr, w_ptr, ids_ptr,  # [T, E] in, [E] in, [T, K] out fp32, [T, K] out int32
-    E, stride_lt,
-    scaling,
-    K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
-    SCORING: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
-    N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
-):
-    t = tl.program_id(0)
-    offs = tl.arange(0, E_PAD)
-    valid = offs < E
-    x = tl.load(logits_ptr + t * stride_lt + offs, mask=valid, other=-float("inf")).to(tl.float32)
+def _route_row(x, offs, valid, bias_ptr, scaling,
+               K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
+               SCORING: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
+               N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr):
+    """(weights [K_PAD] fp32, ids [K_PAD] int32) of one token from its logits x [E_PAD] fp32 (-inf past E)."""
     kk = tl.arange(0, K_PAD)
-
     if SCORING == 0:  # softmax, then top-k of the probabilities
         m = tl.max(x, axis=0)
         p = tl.exp(x - m)
@@ -86,6 +78,25 @@ def _route_kernel(
         vals = vals / tl.sum(vals, axis=0)
     if SCORING == 2:
         vals = vals * scaling
+    return vals, ids
+
+
+@triton.jit
+def _route_kernel(
+    logits_ptr, bias_ptr, w_ptr, ids_ptr,  # [T, E] in, [E] in, [T, K] out fp32, [T, K] out int32
+    E, stride_lt,
+    scaling,
+    K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
+    SCORING: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
+    N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
+):
+    t = tl.program_id(0)
+    offs = tl.arange(0, E_PAD)
+    valid = offs < E
+    x = tl.load(logits_ptr + t * stride_lt + offs, mask=valid, other=-float("inf")).to(tl.float32)
+    vals, ids = _route_row(x, offs, valid, bias_ptr, scaling, K, K_PAD, E_PAD, SCORING, RENORM, HAS_BIAS,
+                           N_GROUP, TOPK_GROUP)
+    kk = tl.arange(0, K_PAD)
     tl.store(w_ptr + t * K + kk, vals, mask=kk < K)
     tl.store(ids_ptr + t * K + kk, ids, mask=kk < K)
 

@@ -74,6 +74,30 @@ def route_reference(
     return w.float().contiguous(), ids.to(torch.int32).contiguous()
 
 
+def router_reference(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    k: int,
+    scoring: str = "softmax",
+    renormalize: bool = True,
+    *,
+    correction_bias: torch.Tensor | None = None,
+    n_group: int = 1,
+    topk_group: int = 1,
+    scaling: float = 1.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The router: logits = x · weightᵀ in x's dtype (transformers' router Linear), then `route_reference`.
+
+    x [T, H], weight [E, H]. Returns (topk_weights[T, k] fp32, topk_ids[T, k] int32).
+    """
+    from moelab.kernels.router import check_router_args
+
+    check_router_args(x, weight)
+    logits = (x.float() @ weight.float().t()).to(x.dtype)
+    return route_reference(logits, k, scoring, renormalize, correction_bias=correction_bias, n_group=n_group,
+                           topk_group=topk_group, scaling=scaling)
+
+
 def _topk_low_index(v: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k with ties to the lower index: a stable descending sort, whatever the backend does."""
     order = torch.sort(v, dim=-1, descending=True, stable=True).indices[:, :k]
@@ -219,7 +243,16 @@ def moe_block(x, router_logits, w13, w2, k, renormalize=True, shared=None, *, ou
     return _moe_block(x, router_logits, w13, w2, k, renormalize, shared, out=out)
 
 
+def router(x, weight, k, scoring="softmax", renormalize=True, *, correction_bias=None, n_group=1, topk_group=1,
+           scaling=1.0):
+    """moelab's router: the logits GEMV and the routing in one launch (decode sizes, T ≤ 16)."""
+    from moelab.kernels.router import router as _router
+    return _router(x, weight, k, scoring, renormalize, correction_bias=correction_bias, n_group=n_group,
+                   topk_group=topk_group, scaling=scaling)
+
+
 ops.register("route", route_reference, route, doc="top-k routing: softmax / topk_softmax / sigmoid grouped")
+ops.register("router", router_reference, router, doc="router logits (x·Wᵀ in x's dtype) and top-k routing, one launch")
 ops.register("moe_block", moe_block_reference, moe_block, doc="softmax routing + routed SwiGLU experts")
 ops.register("fused_moe", fused_moe_reference, fused_moe, doc="routed SwiGLU experts with the weighted top-k sum")
 

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from moelab import ops
 from moelab.bench.baselines import hf_expert_loop
 from moelab.errors import UserError
+from moelab.kernels.router import ROUTER_MAX_T
 from moelab.models import ModelSpec
 from moelab.models.graph import Op
 
@@ -178,12 +179,6 @@ def output_gate(out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
     return out * torch.sigmoid(gate)
 
 
-def write_kv(k_cache, v_cache, k, v, positions, rows) -> None:
-    """Append one token per sequence to the static cache (the engine's write; counted in attention)."""
-    k_cache[rows, :, positions] = k
-    v_cache[rows, :, positions] = v
-
-
 # ----------------------------------------------------------------------------------------------------
 # The callables one layer runs, for one implementation.
 
@@ -198,9 +193,11 @@ class LayerFns:
         self._rmsnorm = ops.get("rmsnorm", impl)
         self._qk_norm_rope = ops.get("qk_norm_rope", impl)
         self._rope = ops.get("rope", impl)
+        self._kv_write = ops.get("kv_write", impl)  # the engine's cache append (counted in attention)
         if impl == "moelab":
             self._attn = ops.get("decode_attention", "moelab")
             self._route = ops.get("route", "moelab")
+            self._router = ops.get("router", "moelab")
             self._experts = ops.get("fused_moe", "moelab")
 
     def add_rmsnorm(self, x, residual, w):
@@ -217,12 +214,18 @@ class LayerFns:
             k = self._rmsnorm(k.flatten(1), kw, d.eps).view_as(k)
         return self._rope(q, k, positions, rope_theta=d.theta, rotary_dim=d.rot)
 
-    def attention(self, q, k, v, k_cache, v_cache, positions, rows, seq_lens):
-        write_kv(k_cache, v_cache, k, v, positions, rows)
+    def attention(self, q, k, v, k_cache, v_cache, positions, seq_lens):
+        self._kv_write(k_cache, v_cache, k, v, positions)
         scale = self.d.hd ** -0.5
         if self.impl == "eager":
             return sdpa_decode(q, k_cache, v_cache, seq_lens, scale, self.d.window)
         return self._attn(q, k_cache, v_cache, seq_lens, scale=scale, window=self.d.window)
+
+    def router(self, x, weight):
+        """Router logits and routing: eager = the GEMV then HF's routing; moelab = the one-launch router."""
+        if self.impl == "eager":
+            return hf_route(F.linear(x, weight), self.d.k, self.d.renorm)
+        return self._router(x, weight, self.d.k, "softmax", self.d.renorm)
 
     def route(self, logits):
         if self.impl == "eager":
@@ -329,6 +332,10 @@ def build_units(spec: ModelSpec, graph: list[Op], d: Dims, device: torch.device,
         elif n in ("add_rmsnorm", "final_norm"):
             add(n, op.group, (n,), {i: f.add_rmsnorm for i, f in fns.items()},
                 lambda i: (r.t(d.B, d.H), r.t(d.B, d.H), 1.0 + 0.1 * r.t(d.H)))
+        elif n == "router" and "router.topk" in by_name and d.B <= ROUTER_MAX_T:
+            # The engine's decode path: logits and routing in one call (moelab: one launch).
+            add("router+topk", op.group, ("router", "router.topk"), {i: f.router for i, f in fns.items()},
+                lambda i: (r.t(d.B, d.H), r.w(d.E, d.H)), "eager = cuBLAS GEMV + HF routing; moelab = one launch")
         elif op.kind == "compute" and n in ("qkv_proj", "o_proj", "router", "gdn.in_proj", "gdn.out_proj",
                                             "lm_head", "shared_expert.gate"):
             K, N = op.shapes["K"], op.shapes["N"]
@@ -352,9 +359,9 @@ def build_units(spec: ModelSpec, graph: list[Op], d: Dims, device: torch.device,
                 kc, vc = r.t(d.B, d.nkv, S, d.hd), r.t(d.B, d.nkv, S, d.hd)
                 pos = torch.full((d.B,), S - 1, dtype=torch.long, device=device)
                 return (r.t(d.B, d.nq, d.hd), r.t(d.B, d.nkv, d.hd), r.t(d.B, d.nkv, d.hd), kc, vc, pos,
-                        torch.arange(d.B, device=device), (pos + 1).to(torch.int32))
+                        (pos + 1).to(torch.int32))
             add(n, op.group, (n,), {i: f.attention for i, f in fns.items()}, attn_args,
-                "KV append (torch index_put) included; eager = SDPA over repeated KV heads")
+                "KV append included (eager: torch index_put; moelab: kv_write); eager = SDPA over repeated KV heads")
         elif n == "attn_output_gate":
             add(n, op.group, (n,), same(output_gate), lambda i: (r.t(d.B, d.nq * d.hd), r.t(d.B, d.nq * d.hd)),
                 TORCH_NOTE, True)

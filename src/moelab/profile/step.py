@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from moelab.kernels.router import ROUTER_MAX_T
 from moelab.models import ModelSpec
 from moelab.profile.impls import Dims, LayerFns, Rand, gdn_conv, gdn_norm_gate, gdn_recurrence, output_gate, swiglu
 
@@ -71,7 +72,6 @@ class ChainedStep:
         r = Rand(device, dtype, seed)
         self.tok = torch.randint(0, d.vocab, (d.B,), device=device, generator=r.gen)
         self.positions = r.positions(d)
-        self.rows = torch.arange(d.B, device=device)
         self.seq_lens = (self.positions + 1).to(torch.int32)
         self.hidden0 = r.t(d.B, d.H)
         if with_head:
@@ -123,7 +123,7 @@ class ChainedStep:
         q = q.reshape(d.B, d.nq, d.hd)
         k, v = k.reshape(d.B, d.nkv, d.hd), v.reshape(d.B, d.nkv, d.hd)
         q, k = f.qk_prologue(q, k, w["q_norm"], w["k_norm"], self.positions)
-        out = f.attention(q, k, v, w["k_cache"], w["v_cache"], self.positions, self.rows, self.seq_lens)
+        out = f.attention(q, k, v, w["k_cache"], w["v_cache"], self.positions, self.seq_lens)
         out = out.reshape(d.B, -1)
         if gate is not None:
             out = output_gate(out, gate)
@@ -143,7 +143,10 @@ class ChainedStep:
     def _mlp(self, x: torch.Tensor, w: dict) -> torch.Tensor:
         if not w["moe"]:
             return swiglu(x, w["mlp_w13"], w["mlp_w2"])
-        topk_w, ids = self.f.route(F.linear(x, w["router"]))
+        if x.shape[0] <= ROUTER_MAX_T:  # the engine's decode path
+            topk_w, ids = self.f.router(x, w["router"])
+        else:
+            topk_w, ids = self.f.route(F.linear(x, w["router"]))
         return self.f.experts(x, w["w13"], w["w2"], topk_w, ids, w["shared"])
 
     def _run_layer(self, h, residual, w):
