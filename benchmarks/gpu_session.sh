@@ -30,11 +30,16 @@ case "${1:?stage A, B or C}" in
     run profile 150 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 15 --impl eager,moelab --save
     run kernel-tests 150 python -m pytest tests/kernels/test_moe.py tests/kernels/test_router.py tests/kernels/test_kv_cache.py -q -x -p no:cacheprovider --tb=short -rf
     ;;
-  C)  # the MoE bench with the session's defaults, and the GPU tests of the kernels and the engine
+  C)  # the decode GEMV and PDL in the engine: end to end, the profile, and the GEMV's config sweep
+    run hw 90 python -m moelab hw --save
+    run decode 120 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run profile 150 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 15 --impl eager,moelab --save
+    run linear-sweep 300 python benchmarks/bench_linear.py --tokens 1 --pdl --sweep --sweep-samples 5 --no-compile
+    ;;
+  D)  # the final side-by-side records: the MoE bench, the GEMV bench, decode with every baseline, GPU tests
     run hw 90 python -m moelab hw --save
     run bench-moe 200 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
-    run bench-shard 50 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1 --no-shared --samples 10 --save
-    run tests 250 python -m pytest tests/kernels/test_moe.py tests/engine -q -x -p no:cacheprovider --tb=short -rf
+    run decode 300 python benchmarks/bench_decode.py --batch 1 --rows moelab,moelab-eager,hf-eager,hf-compile
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

@@ -153,3 +153,4 @@ def test_compiles_for_sm90_with_vector_loads(sm90):
     job = sm90["add_rmsnorm"]
     assert "error" not in job, job.get("error")
     assert "ld.global.v4" in job["ptx"]  # 16-byte loads: the row streams at full width
+    assert "griddepcontrol.launch_dependents" in job["ptx"]  # the early PDL trigger (kernels.pdl_supported)

@@ -71,3 +71,4 @@ def test_router_compiles_for_sm90(sm90):
     ptx = sm90["router"]["ptx"]
     assert "atom.global.gpu.acq_rel" in ptx
     assert "ld.global.L1::no_allocate.L2::evict_first.v4" in ptx or ".v4." in ptx
+    assert "griddepcontrol.wait" in ptx  # launched with PDL: the weight chunk is requested before the wait

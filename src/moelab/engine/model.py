@@ -6,8 +6,9 @@ residual-add + RMSNorm. Tokens travel flat: prefill is [B·P, H] (B prompts of P
 
 Which code runs where:
   * norms, q/k norm + RoPE, KV-cache append, decode attention, router + routing, experts: `ops.get(name, impl)`;
-  * dense projections (qkv, o, router logits, lm_head): `F.linear` (cuBLAS GEMV reads the weight at
-    ~98 % of the bandwidth floor on an H200, see FACTS.md: no kernel of ours is needed there);
+  * dense projections (qkv, o, lm_head, dense MLPs): `moelab.ops.linear.dense_for(impl)` — moelab's decode
+    GEMV at decode sizes (cuBLAS was at 32-48 % of the floor on qkv/o in the H200 profile, docs/worklog.md),
+    cuBLAS for prefill; plain `F.linear` under impl="eager";
   * prefill attention (many query tokens, causal): `prefill_attention_sdpa` below, torch's SDPA —
     a prefill attention kernel is out of this round's scope.
 """
@@ -21,6 +22,7 @@ from moelab import ops
 from moelab.engine.cache import KVCache
 from moelab.engine.config import ATTENTION, EngineConfig
 from moelab.kernels.router import ROUTER_MAX_T
+from moelab.ops.linear import dense_for
 
 
 def prefill_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -54,6 +56,7 @@ class Attention:
         self.rope = None if cfg.qk_norm == "head" else ops.get("rope", impl)  # Qwen2, Mixtral, OLMoE
         self.rmsnorm = ops.get("rmsnorm", impl)
         self.decode_attention = ops.get("decode_attention", impl)
+        self.dense = dense_for(impl)
 
     def full_norm(self, t: torch.Tensor, weight: torch.Tensor, which: str) -> torch.Tensor:
         """OLMoE's RMSNorm over all heads of q or k (`which`); tensor parallelism replaces it on the
@@ -63,7 +66,7 @@ class Attention:
     def _qkv(self, x: torch.Tensor, positions: torch.Tensor):
         cfg = self.cfg
         T, D = x.shape[0], cfg.head_dim
-        qkv = F.linear(x, self.qkv, self.qkv_bias)  # [T, (Hq+2Hk)·D]
+        qkv = self.dense(x, self.qkv, self.qkv_bias)  # [T, (Hq+2Hk)·D]
         q, k, v = qkv.split([cfg.heads * D, cfg.kv_heads * D, cfg.kv_heads * D], dim=-1)
         if cfg.qk_norm == "full":  # OLMoE: one RMSNorm over all heads of the projection
             q = self.full_norm(q, self.q_norm, "q")
@@ -91,7 +94,7 @@ class Attention:
         q, k, v = self._qkv(x, step.positions)  # [B, H·, D]
         cache.write_decode(self.i, k, v, step.positions)
         out = self.decode_attention(q, cache.k[self.i], cache.v[self.i], step.seq_lens, scale=self.scale)
-        return F.linear(out.reshape(x.shape[0], -1), self.o, self.o_bias)
+        return self.dense(out.reshape(x.shape[0], -1), self.o, self.o_bias)
 
 
 class MoE:
@@ -122,10 +125,11 @@ class DenseMLP:
 
     def __init__(self, cfg: EngineConfig, w: dict[str, torch.Tensor], i: int, impl: str):
         self.w13, self.w2 = w[f"layers.{i}.mlp_w13"], w[f"layers.{i}.mlp_w2"]
+        self.dense = dense_for(impl)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = F.linear(x, self.w13).chunk(2, dim=-1)
-        return F.linear(F.silu(gate) * up, self.w2)
+        gate, up = self.dense(x, self.w13).chunk(2, dim=-1)
+        return self.dense(F.silu(gate) * up, self.w2)
 
 
 # Layer kinds by `layer_types` entry; a hybrid family adds e.g. "linear_attention": GatedDeltaNet here,
@@ -142,6 +146,7 @@ class Model:
         self.final_norm = weights["norm"]
         self.lm_head = weights.get("lm_head", weights["embed"])  # tied when absent
         self.add_rmsnorm = ops.get("add_rmsnorm", impl)
+        self.dense = dense_for(impl)
         self.layers = []
         for i, kind in enumerate(cfg.layer_types):
             mlp = MoE if cfg.is_moe(i) else DenseMLP
@@ -160,7 +165,7 @@ class Model:
         return out
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return F.linear(hidden, self.lm_head)
+        return self.dense(hidden, self.lm_head)
 
     def prefill(self, tokens: torch.Tensor, cache: KVCache, all_logits: bool = False) -> torch.Tensor:
         """tokens [B, P] at positions 0..P-1 -> logits [B, V] of the last position ([B, P, V] if all_logits).

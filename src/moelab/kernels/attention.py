@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import dot_precision
+from moelab.kernels import dot_precision, pdl_supported
 
 _LOG2E = 1.4426950408889634
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -54,7 +54,10 @@ def _split_kernel(
     HAS_SINKS: tl.constexpr,
     FINAL: tl.constexpr,  # one split: normalise and write `out` here
     PRECISION: tl.constexpr,  # tl.dot input_precision: "ieee" for fp32 inputs
+    TRIGGER: tl.constexpr,  # FINAL only: release a PDL-launched next kernel now (kernels.pdl_supported)
 ):
+    if TRIGGER:
+        tl.extra.cuda.gdc_launch_dependents()
     bh = tl.program_id(0)
     split = tl.program_id(1)
     b = (bh // HK).to(tl.int64)
@@ -138,7 +141,10 @@ def _combine_kernel(
     HAS_SINKS: tl.constexpr,
     BLOCK_S: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the o projection) now: kernels.pdl_supported
 ):
+    if TRIGGER:
+        tl.extra.cuda.gdc_launch_dependents()
     pid = tl.program_id(0)
     head = pid % HQ
     qi = (pid // HQ) % NQ
@@ -285,7 +291,7 @@ def decode_attention(
         G=g, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         HAS_WINDOW=window is not None, HAS_SINKS=sinks is not None, FINAL=final,
         PRECISION=dot_precision(q.dtype),  # fp32 caches get true fp32 products, not tf32
-        num_warps=4, num_stages=3,
+        TRIGGER=final and pdl_supported(dev), num_warps=4, num_stages=3,
     )
     if not final:
         block_s = triton.next_power_of_2(splits)
@@ -293,7 +299,7 @@ def decode_attention(
             mid_o, mid_lse, sinks_arg, out4,
             hq, nq, d, splits,
             *mid_o.stride(), *mid_lse.stride(), *out4.stride(),
-            HAS_SINKS=sinks is not None, BLOCK_S=block_s, BLOCK_D=block_d,
+            HAS_SINKS=sinks is not None, BLOCK_S=block_s, BLOCK_D=block_d, TRIGGER=pdl_supported(dev),
             num_warps=max(4, min(16, block_s * block_d // 2048)),  # ≤ 64 fp32 partial values per thread at warp 32
         )
     return out

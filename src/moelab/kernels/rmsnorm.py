@@ -23,6 +23,8 @@ import torch
 import triton
 import triton.language as tl
 
+from moelab.kernels import pdl_supported
+
 _MAX_H = 32768  # one row lives in registers; beyond this a two-pass loop would be needed (no model needs it)
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -39,7 +41,10 @@ def _add_rmsnorm_kernel(
     HAS_RESIDUAL: tl.constexpr,
     OFFSET: tl.constexpr,
     BLOCK_H: tl.constexpr,
+    TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (a weight GEMV) now: see kernels.pdl_supported
 ):
+    if TRIGGER:
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0).to(tl.int64)  # int64: T·stride can pass 2³¹ at long prefill
     cols = tl.arange(0, BLOCK_H)
     mask = cols < H
@@ -157,7 +162,7 @@ def add_rmsnorm(
         h, float(eps),
         x2.stride(0), x2.stride(1), r2.stride(0), r2.stride(1),
         o2.stride(0), o2.stride(1), q2.stride(0), q2.stride(1),
-        HAS_RESIDUAL=residual is not None, OFFSET=bool(offset), BLOCK_H=block,
+        HAS_RESIDUAL=residual is not None, OFFSET=bool(offset), BLOCK_H=block, TRIGGER=pdl_supported(x.device),
         num_warps=warps,
     )
     return out, new_residual

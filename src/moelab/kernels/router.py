@@ -7,7 +7,8 @@ of pure latency against a floor of 0.1 µs.
 Napkin math (T tokens, E experts, hidden H, bf16): bytes = E·H·2 (Qwen3-30B-A3B: 128 × 2048 × 2 = 0.5 MB,
 0.11 µs at 4.6 TB/s) + T·H·2; FLOPs = 2·T·E·H. Latency-bound: what matters is one launch and a short chain.
 
-One grid of E / BLOCK_E programs. Each computes the logits of its BLOCK_E experts for every token (a GEMV
+One grid of E / BLOCK_E programs, launched with programmatic dependent launch on Hopper: each requests its
+first weight chunk before waiting for the previous kernel (the norm that produces x). Each computes the logits of its BLOCK_E experts for every token (a GEMV
 over H, fp32 accumulation, rounded to x's dtype as transformers' bf16 router Linear does), stores them, and
 counts its arrival (release); the last program to arrive (acquire) computes every token's routing from the
 whole logits row with `route`'s own code (`_route_row`: the same numerics, ties to the lower index) and
@@ -20,6 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
+from moelab.kernels import pdl_supported
 from moelab.kernels.moe_decode import _counters
 from moelab.kernels.route import _SCORING_CODE, _route_row
 from moelab.ops.moe import _check_route_args
@@ -35,22 +37,29 @@ def _router_kernel(
     T_PAD: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_H: tl.constexpr, N_PROG: tl.constexpr,
     K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
     SCORING: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
-    N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr,
+    N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, USE_PDL: tl.constexpr,
 ):
     pid = tl.program_id(0)
     offs_e = pid * BLOCK_E + tl.arange(0, BLOCK_E)
     emask = offs_e < E
     offs_t = tl.arange(0, T_PAD)
     tmask = offs_t < T
+    offs_h = tl.arange(0, BLOCK_H)
+    # The first weight chunk is requested before the PDL wait (the weight is no kernel's output); x after it.
+    w = tl.load(w_ptr + offs_e[:, None] * s_we + offs_h[None, :], mask=emask[:, None] & (offs_h < H)[None, :],
+                other=0.0, eviction_policy="evict_first")  # [BLOCK_E, BLOCK_H]
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
     acc = tl.zeros((T_PAD, BLOCK_E), dtype=tl.float32)
     for h0 in range(0, H, BLOCK_H):
         offs_h = h0 + tl.arange(0, BLOCK_H)
         hmask = offs_h < H
-        w = tl.load(w_ptr + offs_e[:, None] * s_we + offs_h[None, :], mask=emask[:, None] & hmask[None, :],
-                    other=0.0, eviction_policy="evict_first")  # [BLOCK_E, BLOCK_H]
         x = tl.load(x_ptr + offs_t[:, None] * s_xt + offs_h[None, :], mask=tmask[:, None] & hmask[None, :],
                     other=0.0)  # [T_PAD, BLOCK_H]
         acc += tl.sum(x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
+        nh = offs_h + BLOCK_H
+        w = tl.load(w_ptr + offs_e[:, None] * s_we + nh[None, :], mask=emask[:, None] & (nh < H)[None, :],
+                    other=0.0, eviction_policy="evict_first")  # the next chunk (all-masked after the last)
     logits = acc.to(x_ptr.dtype.element_ty).to(tl.float32)  # the router Linear's output dtype, as in transformers
     tl.store(logits_ptr + offs_t[:, None] * E + offs_e[None, :], logits, mask=tmask[:, None] & emask[None, :])
     tl.debug_barrier()  # every thread's stores precede the release below
@@ -103,12 +112,14 @@ def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softma
     num_warps = cfg.pop("num_warps")
     n_prog = triton.cdiv(E, cfg["BLOCK_E"])
     logits = torch.empty(T, E, dtype=torch.float32, device=x.device)
+    pdl = pdl_supported(x.device)  # the weight streams while the norm before it runs (kernels.pdl_supported)
+    launch = {"launch_pdl": True} if pdl else {}
     _router_kernel[(n_prog,)](
         x, weight, correction_bias if correction_bias is not None else logits, logits, w_out, ids,
         _counters(x.device, 1, "router"), T, E, H, x.stride(0), weight.stride(0), float(scaling),
         T_PAD=triton.next_power_of_2(T), N_PROG=n_prog, K=k, K_PAD=triton.next_power_of_2(k), E_PAD=e_pad,
         SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize), HAS_BIAS=correction_bias is not None,
-        N_GROUP=n_group, TOPK_GROUP=topk_group, num_warps=num_warps, **cfg,
+        N_GROUP=n_group, TOPK_GROUP=topk_group, USE_PDL=pdl, num_warps=num_warps, **launch, **cfg,
     )
     return w_out, ids
 

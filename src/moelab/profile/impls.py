@@ -5,9 +5,10 @@ Three implementations, side by side (DESIGN.md):
                `moelab.ops` for norms and RoPE, HF's expert loop for the experts, SDPA with repeated
                KV heads for attention, softmax + topk for routing);
   * "compile": `torch.compile` of the eager callable (made in `measure.py`, not here);
-  * "moelab":  moelab's kernels where one exists. Dense projections, lm_head, router logits, the
-               embedding, greedy sampling and small elementwise ops run in torch (cuBLAS) in this
-               column too — FACTS.md: cuBLAS reads lm_head at 98 % of the floor — and say so.
+  * "moelab":  what moelab's engine runs: its kernels (norms, RoPE, KV append, attention, the one-launch
+               router, the experts, and the decode GEMV for dense projections and lm_head, which cuBLAS
+               left at 32-48 % of the floor on qkv/o in the first H200 profile). The embedding, greedy
+               sampling and small elementwise ops run torch in this column too, and say so.
 Gated DeltaNet ops (hybrid models) have no kernel yet: every column runs the same plain-torch
 reference of this file, marked as such.
 
@@ -32,6 +33,7 @@ from moelab.errors import UserError
 from moelab.kernels.router import ROUTER_MAX_T
 from moelab.models import ModelSpec
 from moelab.models.graph import Op
+from moelab.ops.linear import dense_for
 
 IMPLS = ("eager", "compile", "moelab")
 TORCH_NOTE = "torch (cuBLAS / ATen) in every column: no moelab kernel is needed or written for it"
@@ -194,6 +196,7 @@ class LayerFns:
         self._qk_norm_rope = ops.get("qk_norm_rope", impl)
         self._rope = ops.get("rope", impl)
         self._kv_write = ops.get("kv_write", impl)  # the engine's cache append (counted in attention)
+        self.dense = dense_for(impl)  # the dense projections, as the engine runs them
         if impl == "moelab":
             self._attn = ops.get("decode_attention", "moelab")
             self._route = ops.get("route", "moelab")
@@ -339,7 +342,8 @@ def build_units(spec: ModelSpec, graph: list[Op], d: Dims, device: torch.device,
         elif op.kind == "compute" and n in ("qkv_proj", "o_proj", "router", "gdn.in_proj", "gdn.out_proj",
                                             "lm_head", "shared_expert.gate"):
             K, N = op.shapes["K"], op.shapes["N"]
-            add(n, op.group, (n,), same(F.linear), lambda i, K=K, N=N: (r.t(d.B, K), r.w(N, K)), TORCH_NOTE, True)
+            add(n, op.group, (n,), {i: f.dense for i, f in fns.items()}, lambda i, K=K, N=N: (r.t(d.B, K), r.w(N, K)),
+                "eager = F.linear (cuBLAS); moelab = its decode GEMV (cuBLAS for prefill sizes)")
         elif n in ("qk_norm", "rope"):
             covers = ("qk_norm", "rope") if d.qk_norm == "head" else (n,)
             name = "qk_norm_rope" if d.qk_norm == "head" else "qk_norm+rope" if d.qk_norm == "full" else "rope"

@@ -114,7 +114,7 @@ class ChainedStep:
 
     def _attention(self, x: torch.Tensor, w: dict) -> torch.Tensor:
         d, f = self.d, self.f
-        qkv = F.linear(x, w["qkv"])  # [B, q_out + 2·Hk·D]
+        qkv = self.f.dense(x, w["qkv"])  # [B, q_out + 2·Hk·D]
         q, k, v = qkv.split([d.q_out, d.nkv * d.hd, d.nkv * d.hd], dim=-1)
         gate = None
         if d.gate:  # Qwen3-Next: per head [q | gate]
@@ -127,7 +127,7 @@ class ChainedStep:
         out = out.reshape(d.B, -1)
         if gate is not None:
             out = output_gate(out, gate)
-        return F.linear(out, w["o"])
+        return self.f.dense(out, w["o"])
 
     def _gdn(self, x: torch.Tensor, w: dict) -> torch.Tensor:
         d = self.d
@@ -179,4 +179,4 @@ class ChainedStep:
         if not self.with_head:
             return h
         x, _ = self.f.add_rmsnorm(h, residual, self.final_norm)
-        return F.linear(x, self.lm_head).argmax(-1)
+        return self.f.dense(x, self.lm_head).argmax(-1)

@@ -1,0 +1,283 @@
+"""Decode GEMV: y[T, N] = x[T, K] @ weight[N, K]ᵀ (+ bias[N]) for 1 ≤ T ≤ 16, fp32 accumulation (Triton).
+
+Napkin math per call (element size e bytes):
+  bytes = N·K·e (weight) + T·K·e (x) + T·N·e (y)      FLOPs = 2·T·N·K
+  intensity ≈ 2·T / e FLOP/byte: T=1 bf16 is 1 FLOP/byte, T=16 is 16 — all far below the H200's ridge
+  (~200 FLOP/byte), so the kernel is pure weight streaming and its floor is weight bytes / read bandwidth.
+  Qwen3-30B-A3B decode at 4,639 GB/s (the measured read bandwidth of the profile that motivated this):
+    o_proj   W[2048, 4096]   16.8 MB → 3.6 µs     qkv_proj W[5120, 2048] 21.0 MB → 4.5 µs
+    router   W[128, 2048]    0.5 MB  → 0.11 µs (launch latency is the real floor there)
+    lm_head  W[151936, 2048] 622 MB  → 134 µs
+  cuBLAS took 11.4 / 9.35 / 5.7 µs for the first three in the decode profile that motivated this kernel
+  (H200, bf16, batch 1, CUDA-graph replayed; o_proj was two launches: cuBLAS split-K).
+
+Design (one launch; every weight byte is read exactly once, by the one program that owns its tile):
+  * grid (row blocks of BLOCK_N output rows) × (SPLIT_K ranges of K). Each program streams its rows of the
+    weight in [BLOCK_N, BLOCK_K] chunks: contiguous rows, 16-byte vector loads, evict_first (read once);
+  * manual double-buffering: the next chunk's load is issued BEFORE the current chunk is reduced, so two
+    chunks per program are in flight (Triton pipelines loads that feed tl.dot, not loads that feed a
+    reduction; without this each program would wait one full memory latency per chunk);
+  * T tokens, no tl.dot (the interpreter has none for bf16, and T is small): the chunk is converted to fp32
+    once; for each token t, chunk × x[t] is summed over each thread's own 16-byte vector (in registers) into
+    acc[t, n, vector column]. The loop has no cross-lane traffic; acc is reduced over K once, after it.
+    x is tiny and re-read from L1/L2 by every program (one x vector serves all BLOCK_N rows of a thread);
+  * SPLIT_K > 1 (few row blocks and a long K): each program stores an fp32 partial [T, BLOCK_N], then bumps
+    its row block's counter (acq_rel); the LAST program to arrive sums the SPLIT_K partials in split order
+    (fixed: bitwise deterministic whoever arrives last), adds the bias, writes y and resets the counter to
+    zero, so the next call needs no memset launch. Nobody waits on anybody: no forward-progress risk;
+  * USE_PDL (Hopper programmatic dependent launch, off by default): the first weight chunk is requested
+    before `gdc_wait` (the weight is never written by the preceding kernel), x only after it; dependents
+    are released after the main loop. Every store and every counter access comes after `gdc_wait`.
+Nothing assumes a warp of 32 threads: the layouts are Triton's, sized from num_warps (linear_config counts 32
+lanes when it sizes BLOCK_K, a performance choice only: any warp size computes the same result).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from moelab.kernels.attention import sm_count
+
+LINEAR_MAX_T = 16  # decode sizes; a larger T belongs to a tensor-core GEMM (cuBLAS), not to a GEMV
+_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@triton.jit
+def _linear_kernel(
+    # pointers
+    x_ptr, w_ptr, b_ptr, out_ptr,  # x[T, K], weight[N, K], bias[N] (unused unless HAS_BIAS), out[T, N]
+    part_ptr, cnt_ptr,  # SPLIT_K > 1 only: fp32 partials [SPLIT_K, T, N]; int32 counters [row blocks], zero
+    # sizes
+    N, K, K_CHUNKS,  # K_CHUNKS: BLOCK_K chunks per split
+    # strides (elements; the last dims are contiguous)
+    s_xt, s_wn, s_ot,
+    # meta-parameters
+    T: tl.constexpr, T_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, VEC: tl.constexpr,
+    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, USE_PDL: tl.constexpr,
+):
+    KV: tl.constexpr = BLOCK_K // VEC  # 16-byte vectors per chunk row
+    pid_n = tl.program_id(0)
+    split = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    nmask = offs_n < N
+    offs_k = tl.arange(0, BLOCK_K)
+    offs_t = tl.arange(0, T_PAD)
+
+    k_begin = split * (K_CHUNKS * BLOCK_K)
+    k_end = tl.minimum(K, k_begin + K_CHUNKS * BLOCK_K)
+    # int64 rows: N·K passes 2³¹ for a large vocabulary × hidden.
+    w_ptrs = w_ptr + offs_n.to(tl.int64)[:, None] * s_wn + (k_begin + offs_k)[None, :]
+    w_cur = tl.load(w_ptrs, mask=nmask[:, None] & ((k_begin + offs_k) < k_end)[None, :], other=0.0,
+                    eviction_policy="evict_first")
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()  # x and out belong to the previous kernel: touched only from here on
+
+    # acc[t, n, j]: one fp32 partial per 16-byte vector column j of the chunk; each thread owns its own j, so the
+    # loop has no cross-lane reduction (that happens once, after the loop).
+    acc = tl.zeros((T_PAD, BLOCK_N, KV), dtype=tl.float32)
+    for k0 in range(k_begin, k_end, BLOCK_K):
+        kk = k0 + offs_k
+        kmask = kk < k_end
+        # The next chunk's bytes go in flight before this chunk is reduced (all-masked past the split's end).
+        w_ptrs += BLOCK_K
+        w_next = tl.load(w_ptrs, mask=nmask[:, None] & ((kk + BLOCK_K) < k_end)[None, :], other=0.0,
+                         eviction_policy="evict_first")
+        w = w_cur.to(tl.float32)  # converted once, used by every token
+        for t in tl.static_range(T):
+            xt = tl.load(x_ptr + t * s_xt + kk, mask=kmask, other=0.0).to(tl.float32)  # L1/L2: tiny, reused
+            r = tl.sum(tl.reshape(w * xt[None, :], (BLOCK_N, KV, VEC)), axis=2)  # in-thread: one vector each
+            acc = tl.where((offs_t == t)[:, None, None], acc + r[None, :, :], acc)  # t is per-register: folded
+        w_cur = w_next
+    y = tl.sum(acc, axis=2)  # [T_PAD, BLOCK_N]
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+
+    omask = (offs_t < T)[:, None] & nmask[None, :]
+    if SPLIT_K > 1:
+        tl.store(part_ptr + (split * T + offs_t[:, None]) * N + offs_n[None, :], y, mask=omask)
+        tl.debug_barrier()  # every thread's partial precedes the release below
+        arrived = tl.atomic_add(cnt_ptr + pid_n, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT_K - 1:
+            # The last of the row block. Its acquire orders the other programs' partials before these loads (the
+            # result decides this branch, so Triton keeps the atomic); .cg reads them from L2, not a stale L1.
+            y = tl.zeros((T_PAD, BLOCK_N), dtype=tl.float32)
+            for s in tl.static_range(SPLIT_K):  # split order, whoever came last: bitwise deterministic
+                y += tl.load(part_ptr + (s * T + offs_t[:, None]) * N + offs_n[None, :], mask=omask, other=0.0,
+                             cache_modifier=".cg")
+            tl.store(cnt_ptr + pid_n, 0)  # all SPLIT_K programs of this block have arrived: ready for the next call
+            if HAS_BIAS:
+                y += tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)[None, :]
+            tl.store(out_ptr + offs_t[:, None] * s_ot + offs_n[None, :], y.to(out_ptr.dtype.element_ty), mask=omask)
+    else:
+        if HAS_BIAS:
+            y += tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)[None, :]
+        tl.store(out_ptr + offs_t[:, None] * s_ot + offs_n[None, :], y.to(out_ptr.dtype.element_ty), mask=omask)
+
+
+_COUNTERS: dict[str, torch.Tensor] = {}
+
+
+def _counters(device: torch.device, n: int) -> torch.Tensor:
+    """int32 split-K counters of `device`, zero between calls (each row block's last program resets its own).
+
+    One buffer per device, not per stream, so that a graph captured on torch's capture stream finds the buffer an
+    earlier eager call made (warm up, then capture); allocating it inside a capture would leave it unset until
+    the graph first replays. The price: split-K calls must not run concurrently on two streams of one device.
+    """
+    key = str(device)
+    c = _COUNTERS.get(key)
+    if c is None or c.numel() < n:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise ValueError("linear: a split-K call inside a CUDA graph capture needs its counters allocated "
+                             "first: call linear once (eagerly, any stream) before capturing")
+        c = _COUNTERS[key] = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+    return c
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+@functools.cache
+def _major(device: torch.device) -> int:
+    return torch.cuda.get_device_capability(device)[0]
+
+
+def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132) -> dict:
+    """Launch parameters for y[T, N] = x[T, K] @ W[N, K]ᵀ: BLOCK_N, BLOCK_K, SPLIT_K, num_warps.
+
+    A FIRST GUESS, nothing measured yet: to be swept on the H200 (`benchmarks/bench_linear.py --sweep`).
+    The reasoning, from the sm_90 compile (ptxas registers via cuobjdump, Triton 3.9, 2026-12-01), not from timings:
+      * BLOCK_K = 32 lanes × 16-byte vector × num_warps (1024 bf16/fp16, 512 fp32): Triton then spreads the
+        warps along K and keeps all BLOCK_N rows of a thread's K slice in that thread, so one x vector serves
+        BLOCK_N rows and the K reduction crosses lanes and warps once per program, after the loop;
+      * BLOCK_N = 4 rows for T ≤ 2 (an 8 KB bf16 chunk: four 16-byte loads per thread, 56 registers at T=1,
+        71 at T=2), 2 rows above (4 KB; 64-127 registers at T=4-16, where 4 rows would need 118-255);
+        with two chunks in flight per program and ~4 programs per SM, about 32-64 KB in flight per SM.
+        At these choices the sm_90 loop is loads and FMAs only: no shuffle, barrier or shared memory, no spill;
+      * SPLIT_K doubles while the grid stays ≤ 4 programs per SM and every split keeps ≥ 2 chunks (so the
+        double buffer has something to overlap). At Qwen3-30B-A3B's shapes it stays 1: o_proj T=1 is
+        512 programs, qkv 1280; the router is 32 programs of 2 chunks, which the double buffer already puts
+        in flight at once (splitting would add the partials' round trip; the sweep checks this);
+      * num_warps 4 (fewer when the tile is smaller than one vector per thread).
+    """
+    vec = 16 // elem_bytes
+    num_warps = 4
+    block_k = min(32 * vec * num_warps, max(vec, triton.next_power_of_2(K)))
+    block_n = min(4 if T <= 2 else 2, triton.next_power_of_2(max(N, 1)))
+    num_warps = max(1, min(num_warps, block_n * block_k // (32 * vec)))
+    n_blk, chunks = triton.cdiv(N, block_n), triton.cdiv(K, block_k)
+    split = 1
+    while split < 16 and 2 * n_blk * split <= 4 * sms and chunks >= 4 * split:
+        split *= 2
+    return dict(BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split, num_warps=num_warps)
+
+
+def _pow2(v) -> bool:
+    return isinstance(v, int) and v >= 1 and v & (v - 1) == 0
+
+
+def linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    *,
+    out: torch.Tensor | None = None,
+    config: dict | None = None,
+    use_pdl: bool = False,
+) -> torch.Tensor:
+    """y[T, N] = x[T, K] @ weight[N, K]ᵀ (+ bias[N]) with fp32 accumulation, y in x's dtype. One launch.
+
+    For decode sizes only: 1 ≤ T ≤ LINEAR_MAX_T (16); T = 0 (or N = 0) returns an empty output without a launch.
+    x, weight, bias and out share one dtype (float16, bfloat16 or float32) and one device; x, weight and out may
+    have any row stride but a contiguous last dim; bias is contiguous. `out` [T, N] may be given (not overlapping x).
+    `config` overrides `linear_config`'s keys (BLOCK_N, BLOCK_K, SPLIT_K, num_warps). `use_pdl` launches with
+    programmatic dependent launch (Hopper+; refused under the Triton interpreter, which cannot run it).
+    A split-K launch (SPLIT_K > 1) uses per-device counters: inside a CUDA graph capture it needs one earlier
+    eager split-K call on that device, and two split-K calls must not run concurrently on different streams.
+    Raises ValueError naming the argument that is wrong; there is no torch fallback.
+    """
+    if not isinstance(x, torch.Tensor) or x.dim() != 2:
+        raise ValueError(f"linear: x must be a 2-D tensor [T, K], got {getattr(x, 'shape', type(x))}")
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
+        raise ValueError(f"linear: weight must be a 2-D tensor [N, K], got {getattr(weight, 'shape', type(weight))}")
+    T, K = x.shape
+    N = weight.shape[0]
+    if x.dtype not in _DTYPES:
+        raise ValueError(f"linear: x has dtype {x.dtype}; expected float16, bfloat16 or float32")
+    if weight.shape[1] != K:
+        raise ValueError(f"linear: weight is {tuple(weight.shape)} but x is {tuple(x.shape)}: K differs")
+    if weight.dtype != x.dtype:
+        raise ValueError(f"linear: weight has dtype {weight.dtype}, x {x.dtype}; they must match")
+    if weight.device != x.device:
+        raise ValueError(f"linear: weight is on {weight.device}, x on {x.device}")
+    if T > LINEAR_MAX_T:
+        raise ValueError(f"linear: T={T} tokens is more than LINEAR_MAX_T={LINEAR_MAX_T} (a decode GEMV); "
+                         f"use a GEMM (torch.nn.functional.linear) for larger T")
+    if K == 0:
+        raise ValueError("linear: K (x.shape[1]) is 0: nothing to reduce")
+    if x.stride(1) != 1 and K > 1:
+        raise ValueError(f"linear: x's last dim must be contiguous (stride {x.stride(1)})")
+    if weight.stride(1) != 1 and K > 1:
+        raise ValueError(f"linear: weight's last dim must be contiguous (stride {weight.stride(1)})")
+    if bias is not None:
+        if bias.shape != (N,) or bias.dtype != x.dtype or bias.device != x.device:
+            raise ValueError(f"linear: bias is {tuple(bias.shape)} {bias.dtype} on {bias.device}; "
+                             f"expected ({N},) {x.dtype} on {x.device}")
+        if bias.stride(0) != 1 and N > 1:
+            raise ValueError(f"linear: bias must be contiguous (stride {bias.stride(0)})")
+    if x.device.type != "cuda" and not _interpreting():
+        raise ValueError(f"linear: x is on {x.device}; moelab's Triton kernels need a CUDA tensor "
+                         f"(or TRITON_INTERPRET=1)")
+    if use_pdl and _interpreting():
+        raise ValueError("linear: use_pdl=True is inline PTX (griddepcontrol): the Triton interpreter cannot run it")
+    if use_pdl and _major(x.device) < 9:
+        raise ValueError(f"linear: use_pdl=True needs a Hopper or newer GPU (compute capability 9+), not "
+                         f"{torch.cuda.get_device_name(x.device)}")
+    if out is None:
+        out = torch.empty(T, N, dtype=x.dtype, device=x.device)
+    else:
+        if out.shape != (T, N) or out.dtype != x.dtype or out.device != x.device:
+            raise ValueError(f"linear: out is {tuple(out.shape)} {out.dtype} on {out.device}; "
+                             f"expected ({T}, {N}) {x.dtype} on {x.device}")
+        if out.stride(1) != 1 and N > 1:
+            raise ValueError(f"linear: out's last dim must be contiguous (stride {out.stride(1)})")
+        if out.numel() and x.numel() and out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
+            raise ValueError("linear: out shares storage with x (programs still read x while others write out)")
+    if T == 0 or N == 0:
+        return out
+
+    elem = x.element_size()
+    cfg = linear_config(T, N, K, elem_bytes=elem, sms=sm_count(x.device))
+    unknown = set(config or {}) - set(cfg)
+    if unknown:
+        raise ValueError(f"linear: unknown config keys {sorted(unknown)}; known: {sorted(cfg)}")
+    cfg.update(config or {})
+    vec = 16 // elem
+    block_n, block_k, split, num_warps = cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["SPLIT_K"], cfg["num_warps"]
+    if not (_pow2(block_n) and _pow2(block_k) and block_k >= vec and _pow2(num_warps) and num_warps <= 8
+            and isinstance(split, int) and split >= 1):
+        raise ValueError(f"linear: bad config {cfg}: BLOCK_N, BLOCK_K (≥ {vec}) and num_warps (≤ 8) must be powers "
+                         f"of two, SPLIT_K ≥ 1")
+    n_blk, chunks = triton.cdiv(N, block_n), triton.cdiv(K, block_k)
+    k_chunks = triton.cdiv(chunks, min(split, chunks))
+    split = triton.cdiv(chunks, k_chunks)  # no empty split
+    if split > 1:
+        part = torch.empty(split, T, N, dtype=torch.float32, device=x.device)
+        cnt = _counters(x.device, n_blk)
+    else:
+        part, cnt = out, out  # unused when SPLIT_K == 1: any valid pointer will do
+    launch = {"launch_pdl": True} if use_pdl else {}
+    _linear_kernel[(n_blk, split)](
+        x, weight, bias if bias is not None else x, out, part, cnt,
+        N, K, k_chunks,
+        x.stride(0), weight.stride(0), out.stride(0),
+        T=T, T_PAD=triton.next_power_of_2(T), BLOCK_N=block_n, BLOCK_K=block_k, VEC=vec, SPLIT_K=split,
+        HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), num_warps=num_warps, **launch,
+    )
+    return out

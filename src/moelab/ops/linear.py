@@ -1,0 +1,49 @@
+"""Linear (decode GEMV) op: the plain-torch reference and its registration.
+
+`y = x @ weightᵀ + bias` as `torch.nn.Linear` computes it, with the product accumulated in fp32 and rounded
+once to the activation dtype (what cuBLAS does for bf16/fp16 GEMMs with an fp32 compute type). moelab's
+kernel (`moelab.kernels.linear`) covers decode sizes, 1 ≤ T ≤ 16 tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+
+import torch.nn.functional as F
+
+from moelab import ops
+from moelab.kernels import pdl_supported
+from moelab.kernels.linear import LINEAR_MAX_T
+from moelab.kernels.linear import linear as _linear_kernel
+
+
+def linear_reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`(x.float() @ weight.float()ᵀ + bias.float()).to(x.dtype)`. Shapes: x [..., K], weight [N, K], bias [N];
+    returns [..., N] in x's dtype."""
+    y = x.float() @ weight.float().t()
+    if bias is not None:
+        y = y + bias.float()
+    return y.to(x.dtype)
+
+
+ops.register(
+    "linear",
+    linear_reference,
+    _linear_kernel,
+    doc="y = x @ Wᵀ (+ b), fp32 accumulation, one rounding; moelab's kernel is a decode GEMV (T ≤ 16).",
+)
+
+
+def dense(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """A dense projection as moelab's engine runs it: the decode GEMV for x [T ≤ LINEAR_MAX_T, K] (launched with
+    programmatic dependent launch on Hopper, so its first weight tile streams while the kernel before it runs),
+    a cuBLAS GEMM for prefill sizes, where tensor cores and the weight's reuse across tokens win."""
+    if x.dim() == 2 and x.shape[0] <= LINEAR_MAX_T:
+        return _linear_kernel(x, weight, bias, use_pdl=pdl_supported(x.device))
+    return F.linear(x, weight, bias)
+
+
+def dense_for(impl: str):
+    """The dense projection of `impl`: moelab's `dense`, or for "eager" plain `F.linear` (cuBLAS in the activation
+    dtype, as transformers runs it: the "before" of every comparison, not the fp32 reference)."""
+    return dense if impl == "moelab" else F.linear

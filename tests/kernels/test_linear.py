@@ -1,0 +1,243 @@
+"""Decode GEMV kernel against the fp32 reference (CPU: Triton interpreter, small shapes; GPU: real shapes)."""
+
+import re
+
+import pytest
+import torch
+
+from moelab import ops
+from moelab.kernels import linear as linear_mod
+from moelab.kernels.linear import LINEAR_MAX_T, linear, linear_config
+from moelab.ops.linear import linear_reference
+
+CUDA = torch.cuda.is_available()
+DEV = "cuda" if CUDA else "cpu"  # CPU: the Triton interpreter
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+SHAPES = [(1, 1), (3, 7), (129, 300), (33, 1000)]  # (N, K): odd, non-multiples of every block
+
+
+def make(T, N, K, dtype, seed=0, bias=False):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(T, K, generator=g).to(dtype).to(DEV)
+    w = (torch.randn(N, K, generator=g) * K ** -0.5).to(dtype).to(DEV)
+    b = torch.randn(N, generator=g).to(dtype).to(DEV) if bias else None
+    return x, w, b
+
+
+def poisoned(T, N, dtype):
+    return torch.full((T, N), float("nan"), dtype=dtype, device=DEV)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("T", [1, 2, 3, 8, 16])
+@pytest.mark.parametrize("N,K", SHAPES)
+@pytest.mark.parametrize("bias", [False, True])
+def test_matches_reference(T, N, K, dtype, bias, close):
+    x, w, b = make(T, N, K, dtype, seed=T * 1000 + N + K, bias=bias)
+    out = poisoned(T, N, dtype)
+    got = linear(x, w, b, out=out)
+    assert got is out
+    assert not got.isnan().any(), "some outputs were never written"
+    close(got, linear_reference(x, w, b))
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_shapes_and_configs(seed, close):
+    """Shape, dtype, bias and launch parameters drawn from the seed: awkward combinations nobody lists by hand."""
+    g = torch.Generator().manual_seed(1234 + seed)
+    pick = lambda n: int(torch.randint(n, (1,), generator=g))  # noqa: E731
+    T, N, K = 1 + pick(LINEAR_MAX_T), 1 + pick(40), 1 + pick(500)
+    dtype = DTYPES[pick(3)]
+    vec = 16 // torch.empty(0, dtype=dtype).element_size()
+    cfg = dict(BLOCK_N=[1, 2, 4, 8][pick(4)], BLOCK_K=[vec, 16, 64, 128, 512][pick(5)], SPLIT_K=1 + pick(5),
+               num_warps=[1, 2, 4][pick(3)])
+    cfg["BLOCK_K"] = max(cfg["BLOCK_K"], vec)
+    while T * -(-N // cfg["BLOCK_N"]) * -(-K // cfg["BLOCK_K"]) > 3000:  # the interpreter's cost: keep it short
+        cfg["BLOCK_K"] *= 2
+    x, w, b = make(T, N, K, dtype, seed=seed, bias=bool(pick(2)))
+    got = linear(x, w, b, out=poisoned(T, N, dtype), config=cfg)
+    assert not got.isnan().any(), f"unwritten outputs with {cfg}"
+    close(got, linear_reference(x, w, b))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("split", [1, 3])
+def test_exact_on_integers(dtype, split):
+    """Small integers: every partial sum is exact in fp32 and the result fits the dtype, so any order of
+    accumulation must give the reference bit for bit — a wrong index or a lost chunk cannot hide in a tolerance."""
+    g = torch.Generator().manual_seed(3)
+    T, N, K = 5, 37, 300
+    x = torch.randint(-2, 3, (T, K), generator=g).to(dtype).to(DEV)
+    w = torch.randint(-2, 3, (N, K), generator=g).to(dtype).to(DEV)
+    b = torch.randint(-8, 9, (N,), generator=g).to(dtype).to(DEV)
+    got = linear(x, w, b, out=poisoned(T, N, dtype), config=dict(SPLIT_K=split, BLOCK_K=64))
+    assert torch.equal(got, linear_reference(x, w, b))
+
+
+@pytest.mark.parametrize("split", [2, 3, 4, 16])
+def test_split_k(split, close):
+    """SPLIT_K > 1: the last program of each row block sums the partials; SPLIT_K above the number of chunks is
+    clipped (no empty split). The counters are back to zero afterwards (the next call needs no memset)."""
+    x, w, b = make(3, 21, 1000, torch.float32, seed=split, bias=True)
+    for _ in range(2):  # the second call reuses the counters the first one reset
+        got = linear(x, w, b, out=poisoned(3, 21, x.dtype), config=dict(SPLIT_K=split, BLOCK_K=128))
+        close(got, linear_reference(x, w, b))
+    for c in linear_mod._COUNTERS.values():
+        assert int(c.count_nonzero()) == 0
+
+
+def test_heuristic_split_k_path(close):
+    """Few row blocks and a long K: the heuristic itself splits K (4 'SMs' under the interpreter)."""
+    assert linear_config(1, 8, 4096, elem_bytes=4, sms=4)["SPLIT_K"] > 1
+    x, w, _ = make(1, 8, 4096, torch.float32, seed=9)
+    close(linear(x, w, out=poisoned(1, 8, x.dtype)), linear_reference(x, w))
+
+
+def test_deterministic(close):
+    for cfg in (None, dict(SPLIT_K=4, BLOCK_K=64)):
+        x, w, b = make(5, 13, 777, torch.float32, seed=5, bias=True)
+        first = linear(x, w, b, config=cfg)
+        assert torch.equal(first, linear(x, w, b, config=cfg)), cfg
+
+
+def test_strided_rows_and_out_view(close):
+    """Row strides other than K (a column slice of x, rows of a bigger weight, out a view of a wider buffer):
+    the kernel writes exactly the [T, N] view, nothing beside it."""
+    T, N, K = 4, 50, 200
+    xb = torch.randn(T, K + 24).to(DEV)
+    wb = (torch.randn(N + 6, K + 8) * K ** -0.5).to(DEV)
+    x, w = xb[:, 3:K + 3], wb[2:N + 2, :K]
+    buf = torch.full((T, N + 7), float("nan"), device=DEV)
+    out = buf[:, :N]
+    linear(x, w, out=out)
+    close(out, linear_reference(x, w))
+    assert buf[:, N:].isnan().all(), "wrote outside the out view"
+
+
+def test_empty():
+    x, w, b = make(0, 9, 16, torch.float16, bias=True)
+    assert linear(x, w, b).shape == (0, 9)
+    x, w, _ = make(2, 0, 16, torch.float16)
+    assert linear(x, w).shape == (2, 0)
+
+
+def test_errors(monkeypatch):
+    x, w, b = make(2, 8, 16, torch.float32, bias=True)
+    cases = [
+        ((x[0], w), "x must be a 2-D tensor"),
+        ((x, w[0]), "weight must be a 2-D tensor"),
+        ((x.to(torch.int32), w), "x has dtype"),
+        ((x, w[:, :15]), "K differs"),
+        ((x, w.half()), "weight has dtype"),
+        ((torch.randn(LINEAR_MAX_T + 1, 16, device=DEV), w), "T=17 tokens is more than LINEAR_MAX_T"),
+        ((x[:, :0], w[:, :0]), "K .* is 0"),
+        ((torch.randn(16, 2, device=DEV).t(), w), "x's last dim must be contiguous"),
+        ((x, torch.randn(16, 8, device=DEV).t()), "weight's last dim must be contiguous"),
+        ((x, w, b[:7]), "bias is"),
+        ((x, w, b.half()), "bias is"),
+        ((x, w, torch.randn(16, device=DEV)[::2]), "bias must be contiguous"),
+    ]
+    for args, match in cases:
+        with pytest.raises(ValueError, match=match):
+            linear(*args)
+    with pytest.raises(ValueError, match="out is"):
+        linear(x, w, out=torch.empty(2, 7, device=DEV))
+    with pytest.raises(ValueError, match="out's last dim"):
+        linear(x, w, out=torch.empty(8, 2, device=DEV).t())
+    with pytest.raises(ValueError, match="shares storage with x"):
+        big = torch.randn(2, 24, device=DEV)
+        linear(big[:, :16], w, out=big[:, 16:])
+    with pytest.raises(ValueError, match="unknown config keys"):
+        linear(x, w, config=dict(BLOCK_M=4))
+    with pytest.raises(ValueError, match="bad config"):
+        linear(x, w, config=dict(BLOCK_K=2))  # below one 16-byte vector of fp32
+    if not CUDA:
+        with pytest.raises(ValueError, match="interpreter"):
+            linear(x, w, use_pdl=True)
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+        with pytest.raises(ValueError, match="need a CUDA tensor"):
+            linear(x, w)
+
+
+def test_config_heuristic():
+    for T in (1, 2, 8, 16):
+        for N, K in ((2048, 4096), (5120, 2048), (128, 2048), (151936, 2048), (1, 1), (3, 7)):
+            c = linear_config(T, N, K)
+            for key in ("BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps"):
+                assert c[key] >= 1 and c[key] & (c[key] - 1) == 0, (T, N, K, c)
+            assert c["num_warps"] <= 4 and c["BLOCK_K"] >= 8
+    # Qwen3-30B-A3B decode: one launch, no split-K epilogue, and about 4 programs per SM of the H200 or more.
+    for N, K in ((2048, 4096), (5120, 2048)):
+        c = linear_config(1, N, K)
+        assert c["SPLIT_K"] == 1 and N // c["BLOCK_N"] >= 3.5 * 132
+
+
+def test_registered_kernel_is_this_kernel():
+    assert ops.get("linear", "moelab") is linear
+    assert ops.get("linear", "eager") is linear_reference
+
+
+def test_reference_is_torch_linear():
+    x, w, b = (t.cpu() for t in make(3, 20, 64, torch.float32, bias=True))
+    torch.testing.assert_close(linear_reference(x, w, b), torch.nn.functional.linear(x, w, b))
+
+
+# ------------------------------------------------------------------------------------------ GPU
+
+GPU_SHAPES = {"qkv_proj": (5120, 2048), "o_proj": (2048, 4096), "router": (128, 2048)}
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU: bf16 at Qwen3-30B-A3B's decode shapes on the real kernel")
+@pytest.mark.parametrize("name", [*GPU_SHAPES, "lm_head"])
+def test_gpu_bf16_real_shapes(name, close):
+    N, K = GPU_SHAPES.get(name, (151936, 2048))
+    tokens = [1] if name == "lm_head" else [1, 2, 8, 16]
+    for T in tokens:
+        for seed in range(3 if name == "lm_head" else 10):
+            x, w, _ = make(T, N, K, torch.bfloat16, seed=seed)
+            ref = linear_reference(x, w)
+            for kw in ({}, {"use_pdl": True}, {"config": dict(SPLIT_K=4)}):
+                got = linear(x, w, out=poisoned(T, N, x.dtype), **kw)
+                close(got, ref, tol=1e-2)  # one bf16 rounding of an fp32 sum in another order: ~4e-3
+            assert torch.equal(linear(x, w), linear(x, w))
+
+
+# ------------------------------------------------------------------------------------------ sm_90 compile
+
+def _loop_body(ptx: str) -> str:
+    """The PTX of the main loop: the block that ends with a branch back to its own label."""
+    for m in re.finditer(r"^(\$L__BB\d+_\d+):", ptx, re.M):
+        label = m.group(1)
+        end = re.search(rf"bra(\.uni)?\s+{re.escape(label)};", ptx[m.end():])
+        if end:
+            return ptx[m.end():m.end() + end.start()]
+    raise AssertionError("no loop found in the PTX")
+
+
+def test_compiles_for_sm90_streaming_weight(sm90):
+    """o_proj T=1 (linear_config's choice): the weight streams as 16-byte evict_first loads, the loop issues the
+    next chunk's loads before its first FMA (double buffering survived the compiler), and the loop has no
+    cross-lane traffic (no shuffles, no barriers: the K reduction happens once, after it)."""
+    job = sm90["linear"]
+    assert "error" not in job, job.get("error")
+    ptx = job["ptx"]
+    weight_loads = re.findall(r"ld\.global\.L1::evict_first\S*", ptx)
+    assert weight_loads and all(".v4." in ld for ld in weight_loads), weight_loads
+    loop = _loop_body(ptx)
+    assert loop.index("ld.global.L1::evict_first") < loop.index("fma.rn.f32")
+    assert len(re.findall(r"ld\.global\.L1::evict_first", loop)) == len(weight_loads) // 2  # prologue + loop
+    assert "shfl" not in loop and "bar.sync" not in loop
+
+
+def test_compiles_for_sm90_split_k_and_pdl(sm90):
+    """T=8, SPLIT_K=4, bias, PDL — paths the interpreter cannot run: the counter is a real acq_rel atomic, the
+    partials are read back through L2 (.cg), and before griddepcontrol.wait only the weight is loaded."""
+    job = sm90["linear_split_pdl"]
+    assert "error" not in job, job.get("error")
+    ptx = job["ptx"]
+    assert re.search(r"atom\.global\.acq_rel\.gpu\S*\.add", ptx) or re.search(r"atom\S*acq_rel\S*add", ptx)
+    assert "ld.global.cg" in ptx
+    wait = ptx.index("griddepcontrol.wait")
+    assert ptx.index("griddepcontrol.launch_dependents") > wait
+    before = re.findall(r"ld\.global\S*", ptx[:wait])
+    assert before and all("evict_first" in ld for ld in before), before
