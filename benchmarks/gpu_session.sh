@@ -36,7 +36,15 @@ case "${1:?stage A, B or C}" in
     run profile 150 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 15 --impl eager,moelab --save
     run linear-sweep 300 python benchmarks/bench_linear.py --tokens 1 --pdl --sweep --sweep-samples 5 --no-compile
     ;;
-  D)  # the final side-by-side records: the MoE bench, the GEMV bench, decode with every baseline, GPU tests
+  D)  # tuning: the pair kernel's phase 1 in the streaming form, the router's tile; decode at batch 8/32; tp=4 profile
+    run hw 90 python -m moelab hw --save
+    run sweep-pairs 150 python benchmarks/sweep_moe.py --mode pairs --shapes qwen3 --tokens 1,4 --samples 10
+    run sweep-pairs35 60 python benchmarks/sweep_moe.py --mode pairs --shapes qwen35 --tokens 1 --samples 10
+    run sweep-router 60 python benchmarks/sweep_router.py
+    run decode-b8 120 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
+    run profile-tp4 80 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --samples 10 --impl eager,moelab --save
+    ;;
+  E)  # the final side-by-side records: the MoE bench, decode with every baseline, the GEMV bench, GPU tests
     run hw 90 python -m moelab hw --save
     run bench-moe 200 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     run decode 300 python benchmarks/bench_decode.py --batch 1 --rows moelab,moelab-eager,hf-eager,hf-compile

@@ -71,8 +71,12 @@ def main() -> None:
             if a.mode == "block":
                 space = []
             elif a.mode == "pairs":
-                space = [(8, 512, 16, 512, 4), (8, 512, 16, 1024, 4), (4, 1024, 8, 1024, 4), (8, 256, 16, 512, 4),
-                         (8, 512, 8, 1024, 4), (8, 512, 32, 256, 4), (4, 512, 16, 512, 2)]
+                # Session 3: phase 1 in the streaming GEMV form (VEC=8: next chunk in flight, per-thread partials)
+                # against the per-chunk reduce (VEC=0), with phase-2 tiles small enough to leave registers for
+                # more programs per SM (ptxas sm_90, Triton 3.6: 230 registers at the old default, 104 at
+                # BLOCK_H=8 with VEC=0, 154 with VEC=8 and BLOCK_I=4).
+                space = [(bi, bk, bh, bk2, 4, vec) for vec in (0, 8) for bi in (4, 8) for bk in (512, 1024)
+                         for bh, bk2 in ((32, 256), (16, 256), (8, 256))]
             elif T == 1 and a.t1 == "dot":
                 space = []
             elif T == 1:  # register-light tiles first (ptxas on CPU: 64-130 registers, no stack)
@@ -82,7 +86,8 @@ def main() -> None:
             else:
                 space = [(16, 64, 16, 64, 4), (16, 128, 16, 64, 4), (32, 64, 32, 64, 4),
                          (16, 64, 32, 64, 4), (16, 128, 16, 128, 4), (16, 64, 16, 64, 2)]
-            grid = [dict(BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=nw) for bi, bk, bh, bk2, nw in space]
+            grid = [dict(BLOCK_I=c[0], BLOCK_K=c[1], BLOCK_H=c[2], BLOCK_K2=c[3], num_warps=c[4], **({"VEC": c[5]} if len(c) > 5 else {}))
+                    for c in space]
             if a.mode == "decode" and T == 1:
                 # The tensor-core form at T=1 (the one token padded to 16 columns): its loads feed tl.dot, so
                 # Triton software-pipelines them through shared memory (cp.async; ptxas sm_90 on the CPU:
@@ -141,7 +146,7 @@ def main() -> None:
     for T in [int(t) for t in a.grouped.split(",") if t]:
         results.append(sweep_grouped(T, ceil, a.samples))
     if os.environ.get("OUT"):
-        with open(os.path.join(os.environ["OUT"], f"sweep_moe_{a.mode}.json"), "w") as fh:
+        with open(os.path.join(os.environ["OUT"], f"sweep_moe_{a.mode}_{a.shapes.replace(',', '-') or 'grouped'}.json"), "w") as fh:
             json.dump(dict(env=timing.env_record(), read_gbps=ceil.read_gbps, results=results), fh, indent=1)
 
 

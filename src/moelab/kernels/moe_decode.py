@@ -57,23 +57,56 @@ def _wait_geq(ptr, target, n):
 
 
 @triton.jit
-def _swiglu_rows(w_base, s_row, x_row_ptr, offs_i, imask, I_s, H, BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr):
+def _swiglu_rows(w_base, s_row, x_row_ptr, offs_i, imask, I_s, H, BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr,
+                 VEC: tl.constexpr = 0):
     """SiLU(x·gate)·(x·up) for rows offs_i of one expert (gate rows at offs_i, up rows at I_s + offs_i): a GEMV
-    over H in chunks of BLOCK_K, reduced per chunk (row accumulators only: few registers), fp32."""
-    acc_g = tl.zeros((BLOCK_I,), dtype=tl.float32)
-    acc_u = tl.zeros((BLOCK_I,), dtype=tl.float32)
-    for k0 in range(0, H, BLOCK_K):
-        offs_k = k0 + tl.arange(0, BLOCK_K)
-        kmask = offs_k < H
-        wmask = imask[:, None] & kmask[None, :]
-        wg = tl.load(w_base + offs_i[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
-                     eviction_policy="evict_first")
-        wu = tl.load(w_base + (offs_i + I_s)[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
-                     eviction_policy="evict_first")
-        xv = tl.load(x_row_ptr + offs_k, mask=kmask, other=0.0).to(tl.float32)
-        acc_g += tl.sum(wg.to(tl.float32) * xv[None, :], axis=1)
-        acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
-    return acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
+    over H in chunks of BLOCK_K, fp32.
+
+    VEC = 0: each chunk reduced across lanes as it arrives (row accumulators only: few registers).
+    VEC > 0 (the elements of one 16-byte load): the decode GEMV's streaming form (`kernels/linear.py`) — the next
+    chunk's loads are issued before the current chunk is used (two chunks in flight per program; Triton does not
+    pipeline loads that feed a reduction), and each thread keeps one fp32 partial per 16-byte vector column, so
+    the cross-lane reduction happens once, after the loop."""
+    offs_k = tl.arange(0, BLOCK_K)
+    if VEC == 0:
+        acc_g = tl.zeros((BLOCK_I,), dtype=tl.float32)
+        acc_u = tl.zeros((BLOCK_I,), dtype=tl.float32)
+        for k0 in range(0, H, BLOCK_K):
+            kk = k0 + offs_k
+            kmask = kk < H
+            wmask = imask[:, None] & kmask[None, :]
+            wg = tl.load(w_base + offs_i[:, None] * s_row + kk[None, :], mask=wmask, other=0.0,
+                         eviction_policy="evict_first")
+            wu = tl.load(w_base + (offs_i + I_s)[:, None] * s_row + kk[None, :], mask=wmask, other=0.0,
+                         eviction_policy="evict_first")
+            xv = tl.load(x_row_ptr + kk, mask=kmask, other=0.0).to(tl.float32)
+            acc_g += tl.sum(wg.to(tl.float32) * xv[None, :], axis=1)
+            acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
+        g, u = acc_g, acc_u
+    else:
+        KV: tl.constexpr = BLOCK_K // VEC
+        g_ptrs = w_base + offs_i[:, None] * s_row + offs_k[None, :]
+        u_ptrs = w_base + (offs_i + I_s)[:, None] * s_row + offs_k[None, :]
+        m0 = imask[:, None] & (offs_k < H)[None, :]
+        wg = tl.load(g_ptrs, mask=m0, other=0.0, eviction_policy="evict_first")
+        wu = tl.load(u_ptrs, mask=m0, other=0.0, eviction_policy="evict_first")
+        acc_g = tl.zeros((BLOCK_I, KV), dtype=tl.float32)
+        acc_u = tl.zeros((BLOCK_I, KV), dtype=tl.float32)
+        for k0 in range(0, H, BLOCK_K):
+            kk = k0 + offs_k
+            mn = imask[:, None] & ((kk + BLOCK_K) < H)[None, :]  # all-masked after the last chunk
+            g_ptrs += BLOCK_K
+            u_ptrs += BLOCK_K
+            wg_n = tl.load(g_ptrs, mask=mn, other=0.0, eviction_policy="evict_first")
+            wu_n = tl.load(u_ptrs, mask=mn, other=0.0, eviction_policy="evict_first")
+            xv = tl.load(x_row_ptr + kk, mask=kk < H, other=0.0).to(tl.float32)
+            acc_g += tl.sum(tl.reshape(wg.to(tl.float32) * xv[None, :], (BLOCK_I, KV, VEC)), axis=2)
+            acc_u += tl.sum(tl.reshape(wu.to(tl.float32) * xv[None, :], (BLOCK_I, KV, VEC)), axis=2)
+            wg = wg_n
+            wu = wu_n
+        g = tl.sum(acc_g, axis=1)
+        u = tl.sum(acc_u, axis=1)
+    return g / (1.0 + tl.exp(-g)) * u
 
 
 @triton.jit

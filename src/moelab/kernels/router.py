@@ -78,13 +78,12 @@ def _router_kernel(
         tl.store(cnt_ptr, 0)
 
 
-def router_config(T: int, E: int, H: int) -> dict:
+def router_config(T: int, E: int, H: int, block_e: int = 2, num_warps: int = 4) -> dict:
     """BLOCK_E experts per program (E/BLOCK_E programs), BLOCK_H so the [T, BLOCK_E, BLOCK_H] product stays near 8K
     elements. A first guess, not yet swept on a GPU: 2 experts per program gives Qwen3-30B-A3B 64 programs of 8 KB."""
     t_pad = triton.next_power_of_2(T)
-    block_e = 2
     block_h = max(16, min(triton.next_power_of_2(H), 8192 // (t_pad * block_e)))
-    return dict(BLOCK_E=block_e, BLOCK_H=block_h, num_warps=4)
+    return dict(BLOCK_E=block_e, BLOCK_H=block_h, num_warps=num_warps)
 
 
 def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softmax", renormalize: bool = True, *,
@@ -108,7 +107,8 @@ def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softma
     e_pad = triton.next_power_of_2(E)
     if n_group > 1 and e_pad != E:
         raise ValueError(f"grouped routing needs a power-of-two expert count, got E={E}")
-    cfg = dict(router_config(T, E, H), **(config or {}))
+    cfg = router_config(T, E, H, **{k_: v for k_, v in (config or {}).items() if k_ in ("BLOCK_E", "num_warps")})
+    cfg.update(config or {})
     num_warps = cfg.pop("num_warps")
     n_prog = triton.cdiv(E, cfg["BLOCK_E"])
     logits = torch.empty(T, E, dtype=torch.float32, device=x.device)

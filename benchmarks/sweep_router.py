@@ -1,0 +1,55 @@
+"""Sweep the one-launch router's launch parameters on this GPU (graph-replayed, weights rotated past the L2).
+
+    python benchmarks/sweep_router.py [--model qwen3-30b-a3b] [--tokens 1,8]
+
+Side by side in one process: cuBLAS logits + moelab's `route` (two launches, what the engine ran before), and
+`router` (one launch) at each (BLOCK_E, num_warps). The router is latency-bound (0.5 MB at Qwen3-30B-A3B:
+0.11 µs of bandwidth): the profile of 2026-12-01 11:54 measured 5.6 µs for the one-launch form against 2.6 µs for
+its GEMV part alone (bench-linear), so the last arriver's top-k chain is the suspect. Prediction: fewer warps
+shorten that chain (its reductions cross fewer warps) — best at 1-2 warps, ~3.5 µs.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+
+from moelab import ops, timing
+from moelab.kernels.router import router
+from moelab.models.spec import load_spec
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="qwen3-30b-a3b")
+    ap.add_argument("--tokens", default="1,8")
+    ap.add_argument("--samples", type=int, default=15)
+    a = ap.parse_args()
+    s = load_spec(a.model)
+    E, H, k = s.num_experts, s.hidden, s.top_k
+    route = ops.get("route", "moelab")
+    for T in [int(t) for t in a.tokens.split(",")]:
+        n = timing.sets_for_l2(E * H * 2, cap=max(64, 3 * timing.l2_bytes() // (E * H * 2) + 1))
+        sets = [(torch.randn(T, H, device="cuda").bfloat16(), (torch.randn(E, H, device="cuda") * H ** -0.5).bfloat16())
+                for _ in range(n)]
+        ref = ops.get("router", "eager")(*sets[0], k)
+        rows = []
+        m = timing.measure(lambda x, w: route(F.linear(x, w), k), sets, mode="graph", samples=a.samples)
+        rows.append(("cuBLAS + route", m.median_us, m.iqr_us))
+        for be in (1, 2, 4, 8):
+            for nw in (1, 2, 4):
+                cfg = dict(BLOCK_E=be, num_warps=nw)
+                got = router(*sets[0], k, config=dict(cfg))
+                assert torch.equal(got[1], ref[1]), f"router {cfg}: ids differ from the reference"
+                m = timing.measure(lambda x, w, c=cfg: router(x, w, k, config=dict(c)), sets, mode="graph",
+                                   samples=a.samples)
+                rows.append((str(cfg), m.median_us, m.iqr_us))
+        print(f"== router {a.model} T={T} (E={E}, H={H}, k={k}; {n} weight sets)")
+        for name, us, iqr in sorted(rows, key=lambda r: r[1])[:8]:
+            print(f"  {us:7.2f} µs ±{iqr:.2f}  {name}")
+
+
+if __name__ == "__main__":
+    main()
