@@ -44,10 +44,12 @@ case "${1:?stage A, B or C}" in
     run decode-b8 120 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
     run profile-tp4 80 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --samples 10 --impl eager,moelab --save
     ;;
-  E)  # the final side-by-side records: the MoE bench, decode with every baseline, the GEMV bench, GPU tests
+  E)  # the final side-by-side records: the router sweep, the MoE bench, decode with every baseline, GPU tests
     run hw 90 python -m moelab hw --save
-    run bench-moe 200 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
-    run decode 300 python benchmarks/bench_decode.py --batch 1 --rows moelab,moelab-eager,hf-eager,hf-compile
+    run sweep-router 60 python benchmarks/sweep_router.py
+    run bench-moe 170 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    run decode 330 python benchmarks/bench_decode.py --batch 1 --rows moelab,moelab-eager,hf-eager,hf-compile
+    run engine-tests 200 python -m pytest tests/engine tests/kernels/test_linear.py -q -x -p no:cacheprovider --tb=short -rf
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

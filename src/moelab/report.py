@@ -174,7 +174,39 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
         out += [_md_table(["batch", "context", "impl", "median µs", "IQR µs", "floor µs", "% of floor"],
                           [(x["B"], x["ctx"], x["impl"], x["median_us"], x["iqr_us"], x["floor_us"], x["pct_floor"])
                            for x in r["rows"]]), ""]
-    for name, r in _newest(recs, "bench-decode"):
+    for name, r in _newest(recs, "bench-linear"):
+        out.append(f"### Decode GEMVs: dense projections and lm_head (`benchmarks/bench_linear.py`)\n\n{r['model']}, "
+                   f"{r['dtype']}, graph-replayed, weights rotated past the L2; floor = bytes ÷ {r['read_gbps']:.0f} GB/s "
+                   f"— {_env_line(r['env'])} — `{name}`\n")
+        out += [_md_table(["op", "T", "N", "K", "impl", "median µs", "IQR µs", "floor µs", "% of floor", "× moelab"],
+                          [(x["op"], x["T"], x["N"], x["K"], x["impl"], x["median_us"], x["iqr_us"], x["floor_us"],
+                            x["pct_floor"], x.get("moelab_x")) for x in r["rows"]]), ""]
+    profiles = [(n, dict(r, kind="profile")) for n, r in recs if str(r.get("kind", "")).startswith("profile-")]
+    for name, r in _newest(profiles, "profile", key=lambda r: (r.get("model"), r.get("tp"), r.get("batch"))):
+        pc = r["per_ctx"][0]
+        impls = r["impls"]
+        out.append(f"### Where a decode step goes (`moelab profile {r['model']} --batch {r['batch']} --ctx {pc['ctx']}"
+                   f"{' --tp ' + str(r['tp']) if r['tp'] > 1 else ''}`)\n\nPer op, graph-replayed µs per call × calls per "
+                   f"step; floor at {r['read_gbps']:.0f} GB/s — {_env_line(r['env'])} — `{name}`\n")
+        rows = []
+        for op in pc["ops"]:
+            row = [op["name"], op["count"], op["floor_us"]]
+            for i in impls:  # graph-replayed; host-launched (marked) where the op cannot be captured
+                m_ = op["impls"].get(i) or {}
+                g, h = (m_.get("graph") or {}).get("us"), (m_.get("host") or {}).get("us")
+                row.append(None if op["estimated"] else g if g is not None else (f"{fmt(h)} (host)" if h else None))
+            m = ((op["impls"].get("moelab") or {}).get("graph") or {}).get("us") if "moelab" in impls else None
+            row += [100 * op["floor_us"] / m if m else None, (op["impls"].get("moelab") or {}).get("launches")]
+            rows.append(row)
+        out += [_md_table(["op", "per step", "floor µs"] + [f"{i} µs" for i in impls] + ["moelab % of floor",
+                          "moelab launches"], rows), ""]
+        st = (r.get("step") or {}).get("impls", {})
+        srows = [(i, pc["breakdown"][i]["total_us"] / 1e3, (st.get(i) or {}).get("graph_us") and st[i]["graph_us"] / 1e3,
+                  (st.get(i) or {}).get("host_us") and st[i]["host_us"] / 1e3, (st.get(i) or {}).get("launches"),
+                  pc["step_floor_us"] / 1e3) for i in impls]
+        out += [_md_table(["impl", "Σ per op ms", "chained step, graph ms", "chained step, host ms", "launches",
+                           "step floor ms"], srows), ""]
+    for name, r in _newest(recs, "bench-decode", key=lambda r: tuple(sorted({x["batch"] for x in r["rows"]}))):
         out.append(f"### End-to-end decode (`benchmarks/bench_decode.py`)\n\n{r['model']}, random bf16 weights, prompt "
                    f"{r['prompt_len']}, {r['new_tokens']} new tokens — {_env_line(r['env'])} — `{name}`\n")
         out += [_md_table(["batch", "implementation", "ms per step", "tokens/s", "% of floor", "spread %"],

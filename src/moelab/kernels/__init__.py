@@ -1,5 +1,6 @@
 """Triton kernels, one op per file. Launchers check their arguments; the public ops live in `moelab.ops`."""
 
+import functools
 import os
 
 import torch
@@ -28,4 +29,9 @@ def pdl_supported(device: torch.device) -> bool:
     """
     if device.type != "cuda" or interpreting() or os.environ.get("MOELAB_PDL", "1") == "0":
         return False
-    return torch.cuda.get_device_capability(device)[0] >= 9
+    return _hopper_or_newer(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _hopper_or_newer(index: int) -> bool:  # asked at every launch: cached (host time matters when not in a graph)
+    return torch.cuda.get_device_capability(index)[0] >= 9

@@ -138,10 +138,12 @@ def _moe_pairs_kernel(
 
 
 def pairs_config(T: int, k: int, H: int, I: int) -> dict:
-    """Launch parameters. Best of benchmarks/sweep_moe.py --mode pairs on the H200 (2026-12-01) at
-    Qwen3-30B-A3B T=1, 2, 4 and the tp=4 shard T=1 alike: row blocks of 8 (~768 phase-1 programs at T=1),
-    output blocks of 32, the down projection in chunks of 256."""
-    return dict(BLOCK_I=8, BLOCK_K=512, BLOCK_H=32, BLOCK_K2=256, VEC=0, num_warps=4)
+    """Launch parameters. Best of benchmarks/sweep_moe.py --mode pairs on the H200 (2026-12-01 11:58,
+    results/sweep-moe-pairs-*-T1158.json) at Qwen3-30B-A3B T=1 (24.1 µs) and T=4 (75.9 µs) and Qwen3.5-35B-A3B
+    T=1 (20.9 µs) alike: row blocks of 8 (~768 phase-1 programs at T=1) streaming H in chunks of 1024, output
+    blocks of 32, the down projection in chunks of 256. Phase 1's streaming GEMV form (VEC=8) was 0.5-1.9 µs
+    slower in the same sweep, so it is off."""
+    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=256, VEC=0, num_warps=4)
 
 
 def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):

@@ -107,7 +107,8 @@ def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softma
     e_pad = triton.next_power_of_2(E)
     if n_group > 1 and e_pad != E:
         raise ValueError(f"grouped routing needs a power-of-two expert count, got E={E}")
-    cfg = router_config(T, E, H, **{k_: v for k_, v in (config or {}).items() if k_ in ("BLOCK_E", "num_warps")})
+    pick = {"BLOCK_E": "block_e", "num_warps": "num_warps"}
+    cfg = router_config(T, E, H, **{pick[k_]: v for k_, v in (config or {}).items() if k_ in pick})
     cfg.update(config or {})
     num_warps = cfg.pop("num_warps")
     n_prog = triton.cdiv(E, cfg["BLOCK_E"])
