@@ -51,5 +51,11 @@ case "${1:?stage A, B or C}" in
     run decode 330 python benchmarks/bench_decode.py --batch 1 --rows moelab,moelab-eager,hf-eager,hf-compile
     run engine-tests 200 python -m pytest tests/engine tests/kernels/test_linear.py -q -x -p no:cacheprovider --tb=short -rf
     ;;
+  F)  # the session's last numbers with the router's tuned tile (and the fused router only at T=1)
+    run hw 90 python -m moelab hw --save
+    run decode 60 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-b8 100 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
+    run linear 120 python benchmarks/bench_linear.py --tokens 1 --pdl
+    ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from moelab import ops
 from moelab.engine.cache import KVCache
 from moelab.engine.config import ATTENTION, EngineConfig
-from moelab.kernels.router import ROUTER_MAX_T
+from moelab.kernels.router import FUSED_ROUTER_MAX_T
 from moelab.ops.linear import dense_for
 
 
@@ -112,7 +112,7 @@ class MoE:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         k, renorm = self.cfg.top_k, self.cfg.norm_topk_prob
-        if self.fused_router is not None and x.shape[0] <= ROUTER_MAX_T:
+        if self.fused_router is not None and x.shape[0] <= FUSED_ROUTER_MAX_T:
             weights, ids = self.fused_router(x, self.router, k, "softmax", renorm)  # [T, k]
         else:
             logits = F.linear(x, self.router)  # [T, E]

@@ -35,12 +35,12 @@ lanes when it sizes BLOCK_K, a performance choice only: any warp size computes t
 from __future__ import annotations
 
 import functools
-import os
 
 import torch
 import triton
 import triton.language as tl
 
+from moelab.kernels import interpreting
 from moelab.kernels.attention import sm_count
 
 LINEAR_MAX_T = 16  # decode sizes; a larger T belongs to a tensor-core GEMM (cuBLAS), not to a GEMV
@@ -139,10 +139,6 @@ def _counters(device: torch.device, n: int) -> torch.Tensor:
     return c
 
 
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
 @functools.cache
 def _major(device: torch.device) -> int:
     return torch.cuda.get_device_capability(device)[0]
@@ -231,10 +227,10 @@ def linear(
                              f"expected ({N},) {x.dtype} on {x.device}")
         if bias.stride(0) != 1 and N > 1:
             raise ValueError(f"linear: bias must be contiguous (stride {bias.stride(0)})")
-    if x.device.type != "cuda" and not _interpreting():
+    if x.device.type != "cuda" and not interpreting():
         raise ValueError(f"linear: x is on {x.device}; moelab's Triton kernels need a CUDA tensor "
                          f"(or TRITON_INTERPRET=1)")
-    if use_pdl and _interpreting():
+    if use_pdl and interpreting():
         raise ValueError("linear: use_pdl=True is inline PTX (griddepcontrol): the Triton interpreter cannot run it")
     if use_pdl and _major(x.device) < 9:
         raise ValueError(f"linear: use_pdl=True needs a Hopper or newer GPU (compute capability 9+), not "

@@ -27,6 +27,10 @@ from moelab.kernels.route import _SCORING_CODE, _route_row
 from moelab.ops.moe import _check_route_args
 
 ROUTER_MAX_T = 16  # decode sizes: the [T, BLOCK_E, BLOCK_H] product is held in registers
+# The engine uses the one-launch router up to FUSED_ROUTER_MAX_T tokens: its last arriver routes the tokens one
+# after another, so at T=8 it took 17.7 µs against 8.0 for cuBLAS + `route`, while at T=1 it took 4.25 µs against
+# more than 5.6 (H200, benchmarks/sweep_router.py, 2026-12-01 12:03). T=2..4 are unmeasured: kept to the measured win.
+FUSED_ROUTER_MAX_T = 1
 
 
 @triton.jit
@@ -78,9 +82,11 @@ def _router_kernel(
         tl.store(cnt_ptr, 0)
 
 
-def router_config(T: int, E: int, H: int, block_e: int = 2, num_warps: int = 4) -> dict:
+def router_config(T: int, E: int, H: int, block_e: int = 1, num_warps: int = 1) -> dict:
     """BLOCK_E experts per program (E/BLOCK_E programs), BLOCK_H so the [T, BLOCK_E, BLOCK_H] product stays near 8K
-    elements. A first guess, not yet swept on a GPU: 2 experts per program gives Qwen3-30B-A3B 64 programs of 8 KB."""
+    elements. One expert per program on one warp: the best of benchmarks/sweep_router.py on the H200 (2026-12-01
+    12:03, Qwen3-30B-A3B T=1: 4.25 µs; 2 experts / 4 warps, the first guess, 5.36 µs) — one warp keeps the last
+    arriver's reductions inside a warp."""
     t_pad = triton.next_power_of_2(T)
     block_h = max(16, min(triton.next_power_of_2(H), 8192 // (t_pad * block_e)))
     return dict(BLOCK_E=block_e, BLOCK_H=block_h, num_warps=num_warps)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from moelab.kernels.router import ROUTER_MAX_T
+from moelab.kernels.router import FUSED_ROUTER_MAX_T
 from moelab.models import ModelSpec
 from moelab.profile.impls import Dims, LayerFns, Rand, gdn_conv, gdn_norm_gate, gdn_recurrence, output_gate, swiglu
 
@@ -143,7 +143,7 @@ class ChainedStep:
     def _mlp(self, x: torch.Tensor, w: dict) -> torch.Tensor:
         if not w["moe"]:
             return swiglu(x, w["mlp_w13"], w["mlp_w2"])
-        if x.shape[0] <= ROUTER_MAX_T:  # the engine's decode path
+        if x.shape[0] <= FUSED_ROUTER_MAX_T:  # the engine's decode path
             topk_w, ids = self.f.router(x, w["router"])
         else:
             topk_w, ids = self.f.route(F.linear(x, w["router"]))
