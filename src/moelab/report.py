@@ -206,12 +206,18 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
                   pc["step_floor_us"] / 1e3) for i in impls]
         out += [_md_table(["impl", "Σ per op ms", "chained step, graph ms", "chained step, host ms", "launches",
                            "step floor ms"], srows), ""]
-    for name, r in _newest(recs, "bench-decode", key=lambda r: tuple(sorted({x["batch"] for x in r["rows"]}))):
+    # Newest per (batches, implementations): a side-by-side run with the baselines stays shown next to a later
+    # moelab-only run.
+    for name, r in _newest(recs, "bench-decode", key=lambda r: (tuple(sorted({x["batch"] for x in r["rows"]})),
+                                                               tuple(sorted({x["row"] for x in r["rows"]})))):
         out.append(f"### End-to-end decode (`benchmarks/bench_decode.py`)\n\n{r['model']}, random bf16 weights, prompt "
-                   f"{r['prompt_len']}, {r['new_tokens']} new tokens — {_env_line(r['env'])} — `{name}`\n")
-        out += [_md_table(["batch", "implementation", "ms per step", "tokens/s", "% of floor", "spread %"],
-                          [(x["batch"], x["row"], x.get("decode_ms_per_token"), x.get("tokens_per_s"),
-                            x.get("pct_of_floor"), x.get("decode_spread_pct")) for x in r["rows"]]), ""]
+                   f"{r['prompt_len']}, up to {r['new_tokens']} new tokens (the eager rows time fewer: they run ~100 ms a token) — "
+                   f"{_env_line(r['env'])} — `{name}`\n")
+        out += [_md_table(["batch", "implementation", "tokens timed", "ms per step", "tokens/s", "% of floor",
+                           "spread %", "prefill logits rel err vs transformers"],
+                          [(x["batch"], x["row"], x.get("new_tokens"), x.get("decode_ms_per_token"), x.get("tokens_per_s"),
+                            x.get("pct_of_floor"), x.get("decode_spread_pct"), x.get("prefill_logits_rel_err_vs_hf"))
+                           for x in r["rows"]]), ""]
     for name, r in _newest(recs, "verify-moe"):
         out.append(f"### `moelab verify` on the second worklog's MoE problems\n\n{_env_line(r['env'])} — `{name}`\n")
         keys = list(r["rows"][0].keys()) if r["rows"] else []
