@@ -278,7 +278,7 @@ class TPModel(Model):
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """[..., H] -> [..., V]: this rank's vocabulary rows, then an all-gather (padding rows cut off)."""
-        return self.comm.all_gather_last(F.linear(hidden, self.lm_head))[..., : self.full_cfg.vocab]
+        return self.comm.all_gather_last(self.dense(hidden, self.lm_head))[..., : self.full_cfg.vocab]
 
     def decode(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
         if not self.overlap or tokens.shape[0] < 2 or self.comm.size == 1:

@@ -120,6 +120,7 @@ def _linear_kernel(
 
 
 _COUNTERS: dict[str, torch.Tensor] = {}
+_RETIRED: list[torch.Tensor] = []  # outgrown counter buffers: a captured CUDA graph may still point at one
 
 
 def _counters(device: torch.device, n: int) -> torch.Tensor:
@@ -135,6 +136,8 @@ def _counters(device: torch.device, n: int) -> torch.Tensor:
         if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
             raise ValueError("linear: a split-K call inside a CUDA graph capture needs its counters allocated "
                              "first: call linear once (eagerly, any stream) before capturing")
+        if c is not None:
+            _RETIRED.append(c)
         c = _COUNTERS[key] = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
     return c
 

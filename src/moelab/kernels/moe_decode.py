@@ -273,6 +273,7 @@ def _moe_decode_kernel(
 
 
 _COUNTERS: dict[tuple, torch.Tensor] = {}
+_RETIRED: list[torch.Tensor] = []  # outgrown counter buffers: a captured CUDA graph may still point at one
 
 
 def _counters(device: torch.device, n: int, owner: str = "moe") -> torch.Tensor:
@@ -282,6 +283,8 @@ def _counters(device: torch.device, n: int, owner: str = "moe") -> torch.Tensor:
     key = (str(device), stream, owner)
     c = _COUNTERS.get(key)
     if c is None or c.numel() < n:
+        if c is not None:
+            _RETIRED.append(c)
         c = _COUNTERS[key] = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
     return c
 

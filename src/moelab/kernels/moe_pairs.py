@@ -107,7 +107,7 @@ def _moe_pairs_kernel(
             acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
         # Routing weight of the slot; the shared expert's sigmoid gate was stored by its phase-1 block 0
         # (written before the release this program acquired).
-        weight = tl.where(is_shared, tl.load(gw_ptr + t, cache_modifier=".cg"), route_w)
+        weight = tl.where(is_shared, tl.load(gw_ptr + t, mask=I_ready > 0, other=0.0, cache_modifier=".cg"), route_w)
         tl.store(part_ptr + s * H + offs_h, acc * weight, mask=hmask)
         tl.debug_barrier()
         arrived = tl.atomic_add(cnt_ptr + N_SLOTS + hb, 1, sem="acq_rel", scope="gpu")

@@ -339,11 +339,14 @@ def build_units(spec: ModelSpec, graph: list[Op], d: Dims, device: torch.device,
             # The engine's decode path: logits and routing in one call (moelab: one launch).
             add("router+topk", op.group, ("router", "router.topk"), {i: f.router for i, f in fns.items()},
                 lambda i: (r.t(d.B, d.H), r.w(d.E, d.H)), "eager = cuBLAS GEMV + HF routing; moelab = one launch")
-        elif op.kind == "compute" and n in ("qkv_proj", "o_proj", "router", "gdn.in_proj", "gdn.out_proj",
-                                            "lm_head", "shared_expert.gate"):
+        elif op.kind == "compute" and n in ("qkv_proj", "o_proj", "lm_head"):  # the engine's `dense` projections
             K, N = op.shapes["K"], op.shapes["N"]
             add(n, op.group, (n,), {i: f.dense for i, f in fns.items()}, lambda i, K=K, N=N: (r.t(d.B, K), r.w(N, K)),
                 "eager = F.linear (cuBLAS); moelab = its decode GEMV (cuBLAS for prefill sizes)")
+        elif op.kind == "compute" and n in ("router", "gdn.in_proj", "gdn.out_proj", "shared_expert.gate"):
+            # cuBLAS in the engine too (the router's logits beyond the fused router's T=1)
+            K, N = op.shapes["K"], op.shapes["N"]
+            add(n, op.group, (n,), same(F.linear), lambda i, K=K, N=N: (r.t(d.B, K), r.w(N, K)), TORCH_NOTE, True)
         elif n in ("qk_norm", "rope"):
             covers = ("qk_norm", "rope") if d.qk_norm == "head" else (n,)
             name = "qk_norm_rope" if d.qk_norm == "head" else "qk_norm+rope" if d.qk_norm == "full" else "rope"

@@ -232,8 +232,8 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
         notes.append("Gated DeltaNet ops run a plain-torch reference in every column (no kernel yet)")
     if spec.qk_norm == "head":
         notes.append("q/k RMSNorm is fused with RoPE (qk_norm_rope) and counted in attention, not in norms")
-    notes.append("embedding and sampling run torch in the moelab column too; dense projections use moelab's "
-                 "decode GEMV there up to 16 tokens, cuBLAS beyond")
+    notes.append("embedding, sampling, router logits beyond T=1 and Gated DeltaNet projections run torch in the "
+                 "moelab column too; qkv/o/lm_head use moelab's decode GEMV there up to 16 tokens, cuBLAS beyond")
     return {"model": spec.name, "source": spec.source, "batch": batch, "tp": tp, "contexts": list(ctxs),
             "impls": list(impls), "dtype": str(dtype).removeprefix("torch."),
             "gpu": ceilings.name, "gpu_source": ceilings.source, "read_gbps": ceilings.read_gbps,
