@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A|B|C    (on the device machine, from the repo root)
+#   bash benchmarks/gpu_session.sh A|B|C|D|E|F    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -15,7 +15,7 @@ run() {  # run NAME SECONDS CMD...: a step with its own time limit; a failure do
   local rc=$?
   echo "===== $name exit $rc in $((SECONDS - t0)) s" | tee -a "$LOG"
 }
-case "${1:?stage A, B or C}" in
+case "${1:?stage A to F}" in
   A)  # what is unmeasured: the acquire fix, end-to-end moelab decode, the profiler, T=1 on tensor cores
     run hw 90 python -m moelab hw --save
     run acquire 90 python benchmarks/check_moe_fp32.py
