@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from moelab import ops, timing
+from moelab import kernels, ops, timing
 from moelab.kernels import moe_decode as md
 from moelab.kernels.moe_decode import moe_decode
 from moelab.kernels.moe_pairs import moe_pairs
@@ -91,7 +91,7 @@ def main() -> None:
                         print(f"  {name} T={T} {kname} {cfg}: {type(e).__name__}: {str(e)[:100]}")
                         continue
                     torch.cuda.synchronize()
-                    left = sum(int(c.abs().sum()) for c in md._COUNTERS.values())
+                    left = sum(int(c.abs().sum()) for c in kernels._COUNTERS.values())
                     ok = moving == 0 and worst <= 2e-2 and left == 0
                     print(f"  {name} T={T} {kname:6s} {cfg}: err {worst:.2e}, run-to-run {moving:.1e}, "
                           f"counters left {left} {'PASS' if ok else 'FAIL'}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from moelab import ops
+from moelab import kernels, ops
 from moelab.kernels import moe_decode as md
 from moelab.kernels.moe_decode import moe_decode
 from moelab.kernels.moe_pairs import moe_pairs
@@ -54,7 +54,7 @@ def main() -> None:
                         worst = max(worst, float((a.float() - ref).norm() / ref.norm()))
                         moving = max(moving, float((a.float() - b.float()).abs().max()))
                     torch.cuda.synchronize()
-                    left = sum(int(c.abs().sum()) for c in md._COUNTERS.values())
+                    left = sum(int(c.abs().sum()) for c in kernels._COUNTERS.values())
                     print(f"{name:7s} T={T} {path:6s} {cfg}: worst rel err {worst:.2e}, run-to-run max diff {moving:.2e}, "
                           f"counters left {left}")
 

@@ -71,11 +71,10 @@ def main() -> None:
             if a.mode == "block":
                 space = []
             elif a.mode == "pairs":
-                # Session 3: phase 1 in the streaming GEMV form (VEC=8: next chunk in flight, per-thread partials)
-                # against the per-chunk reduce (VEC=0), with phase-2 tiles small enough to leave registers for
-                # more programs per SM (ptxas sm_90, Triton 3.6: 230 registers at the old default, 104 at
-                # BLOCK_H=8 with VEC=0, 154 with VEC=8 and BLOCK_I=4).
-                space = [(bi, bk, bh, bk2, 4, vec) for vec in (0, 8) for bi in (4, 8) for bk in (512, 1024)
+                # Session 3's sweep (results/sweep-moe-pairs-*-T1158.json) also tried phase 1 in the decode GEMV's
+                # streaming form: it lost and was removed. Phase-2 tiles small enough to leave registers for more
+                # programs per SM (ptxas sm_90, Triton 3.6: 230 registers at BLOCK_H=32, 104 at BLOCK_H=8).
+                space = [(bi, bk, bh, bk2, 4) for bi in (4, 8) for bk in (512, 1024)
                          for bh, bk2 in ((32, 256), (16, 256), (8, 256))]
             elif T == 1 and a.t1 == "dot":
                 space = []
@@ -86,8 +85,7 @@ def main() -> None:
             else:
                 space = [(16, 64, 16, 64, 4), (16, 128, 16, 64, 4), (32, 64, 32, 64, 4),
                          (16, 64, 32, 64, 4), (16, 128, 16, 128, 4), (16, 64, 16, 64, 2)]
-            grid = [dict(BLOCK_I=c[0], BLOCK_K=c[1], BLOCK_H=c[2], BLOCK_K2=c[3], num_warps=c[4], **({"VEC": c[5]} if len(c) > 5 else {}))
-                    for c in space]
+            grid = [dict(BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=nw) for bi, bk, bh, bk2, nw in space]
             if a.mode == "decode" and T == 1:
                 # The tensor-core form at T=1 (the one token padded to 16 columns): its loads feed tl.dot, so
                 # Triton software-pipelines them through shared memory (cp.async; ptxas sm_90 on the CPU:

@@ -95,7 +95,7 @@ SM90_JOBS = {
                    "act_ptr": "*bf16", "part_ptr": "*fp32", "gw_ptr": "*fp32", "cnt_ptr": "*i32", "out_ptr": "*bf16"},
                   {"T": 1, "K": 8, "K_PAD": 8, "T_PAD": 1, "N_SLOTS": 9, "S_PAD": 16, "N_IBLK": 96, "N_HBLK": 128,
                    "N1": 864, "BLOCK_I": 8, "BLOCK_K": 512, "BLOCK_H": 16, "BLOCK_K2": 512, "HAS_SHARED": True,
-                   "SHARED_GATE": True, "VEC": 8},
+                   "SHARED_GATE": True},
                   ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"]),
     "moe_t1": ("moe_t1", "_moe_t1_kernel",
                {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",

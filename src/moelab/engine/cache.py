@@ -19,7 +19,7 @@ class KVCache:
     def __init__(self, cfg: EngineConfig, batch: int, max_len: int, dtype: torch.dtype, device: torch.device,
                  impl: str = "eager"):
         self.batch, self.max_len = batch, max_len
-        self.impl = impl  # which `kv_write` appends decode tokens: the reference or moelab's one-launch kernel
+        self.kv_write = ops.get("kv_write", impl)  # decode appends: the reference or moelab's one-launch kernel
         shape = (batch, cfg.kv_heads, max_len, cfg.head_dim)
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(cfg.layers)]
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(cfg.layers)]
@@ -36,4 +36,4 @@ class KVCache:
 
     def write_decode(self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> None:
         """k, v: [B, Hk, D], one token per sequence b at positions[b] (a device tensor: no host sync)."""
-        ops.get("kv_write", self.impl)(self.k[layer], self.v[layer], k, v, positions)
+        self.kv_write(self.k[layer], self.v[layer], k, v, positions)

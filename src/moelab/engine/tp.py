@@ -333,7 +333,7 @@ class _CacheRows:
     write_decode = KVCache.write_decode
 
     def __init__(self, cache: KVCache, a: int, b: int):
-        self.batch, self.max_len, self.impl = b - a, cache.max_len, cache.impl
+        self.batch, self.max_len, self.kv_write = b - a, cache.max_len, cache.kv_write
         self.k = [t[a:b] for t in cache.k]
         self.v = [t[a:b] for t in cache.v]
 

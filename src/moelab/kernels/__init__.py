@@ -35,3 +35,28 @@ def pdl_supported(device: torch.device) -> bool:
 @functools.lru_cache(maxsize=None)
 def _hopper_or_newer(index: int) -> bool:  # asked at every launch: cached (host time matters when not in a graph)
     return torch.cuda.get_device_capability(index)[0] >= 9
+
+
+_COUNTERS: dict[tuple[str, str], torch.Tensor] = {}
+_RETIRED: list[torch.Tensor] = []  # outgrown counter buffers: a captured CUDA graph may still point at one
+
+
+def counters(device: torch.device, n: int, owner: str) -> torch.Tensor:
+    """At least n int32 counters for the kernels of `owner` ("moe", "router", "linear") on `device`, zero between
+    calls: every kernel that counts arrivals resets what it used before it ends, so no memset launch is needed.
+
+    One buffer per (device, owner), not per stream, so a graph captured on torch's capture stream finds the buffer
+    its eager warm-up made; allocating inside a capture would give memory of the graph's pool, zeroed only when
+    the graph replays, so that is refused with a clear error. Kernels that can overlap on one stream
+    (programmatic dependent launch) use different owners; the same owner must not run on two streams at once.
+    """
+    key = (str(device), owner)
+    c = _COUNTERS.get(key)
+    if c is None or c.numel() < n:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise ValueError(f"{owner}: its arrival counters would be allocated inside a CUDA graph capture; "
+                             "call it once (eagerly) before capturing")
+        if c is not None:
+            _RETIRED.append(c)
+        c = _COUNTERS[key] = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+    return c

@@ -40,7 +40,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import interpreting
+from moelab.kernels import counters, interpreting
 from moelab.kernels.attention import sm_count
 
 LINEAR_MAX_T = 16  # decode sizes; a larger T belongs to a tensor-core GEMM (cuBLAS), not to a GEMV
@@ -117,29 +117,6 @@ def _linear_kernel(
         if HAS_BIAS:
             y += tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)[None, :]
         tl.store(out_ptr + offs_t[:, None] * s_ot + offs_n[None, :], y.to(out_ptr.dtype.element_ty), mask=omask)
-
-
-_COUNTERS: dict[str, torch.Tensor] = {}
-_RETIRED: list[torch.Tensor] = []  # outgrown counter buffers: a captured CUDA graph may still point at one
-
-
-def _counters(device: torch.device, n: int) -> torch.Tensor:
-    """int32 split-K counters of `device`, zero between calls (each row block's last program resets its own).
-
-    One buffer per device, not per stream, so that a graph captured on torch's capture stream finds the buffer an
-    earlier eager call made (warm up, then capture); allocating it inside a capture would leave it unset until
-    the graph first replays. The price: split-K calls must not run concurrently on two streams of one device.
-    """
-    key = str(device)
-    c = _COUNTERS.get(key)
-    if c is None or c.numel() < n:
-        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            raise ValueError("linear: a split-K call inside a CUDA graph capture needs its counters allocated "
-                             "first: call linear once (eagerly, any stream) before capturing")
-        if c is not None:
-            _RETIRED.append(c)
-        c = _COUNTERS[key] = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
-    return c
 
 
 @functools.cache
@@ -268,7 +245,7 @@ def linear(
     split = triton.cdiv(chunks, k_chunks)  # no empty split
     if split > 1:
         part = torch.empty(split, T, N, dtype=torch.float32, device=x.device)
-        cnt = _counters(x.device, n_blk)
+        cnt = counters(x.device, n_blk, "linear")
     else:
         part, cnt = out, out  # unused when SPLIT_K == 1: any valid pointer will do
     launch = {"launch_pdl": True} if use_pdl else {}

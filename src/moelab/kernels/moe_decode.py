@@ -29,6 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
+from moelab.kernels import counters
 from moelab.kernels import dot_precision as _prec
 
 
@@ -46,8 +47,8 @@ def _wait_geq(ptr, target, n):
     publishers released is visible to every thread of this program. The bound is computed from the acquire's
     result so that the guarded loads depend on it: Triton 3.6 deletes an atomic whose result is unused (its PTX
     for sm_90, 2026-12-01, had no acquire and no barrier after the spin), which left those loads unordered
-    after a relaxed spin — the likely cause of the pair kernel's wrong fp32 results and of the 8-warp race
-    (docs/worklog.md)."""
+    after a relaxed spin: the cause of the pair kernel's wrong fp32 results and of the 8-warp race, both gone
+    with this on the H200 (docs/worklog.md)."""
     v = tl.load(ptr, volatile=True)
     while v < target:
         v = tl.load(ptr, volatile=True)
@@ -57,56 +58,25 @@ def _wait_geq(ptr, target, n):
 
 
 @triton.jit
-def _swiglu_rows(w_base, s_row, x_row_ptr, offs_i, imask, I_s, H, BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr,
-                 VEC: tl.constexpr = 0):
+def _swiglu_rows(w_base, s_row, x_row_ptr, offs_i, imask, I_s, H, BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr):
     """SiLU(x·gate)·(x·up) for rows offs_i of one expert (gate rows at offs_i, up rows at I_s + offs_i): a GEMV
-    over H in chunks of BLOCK_K, fp32.
-
-    VEC = 0: each chunk reduced across lanes as it arrives (row accumulators only: few registers).
-    VEC > 0 (the elements of one 16-byte load): the decode GEMV's streaming form (`kernels/linear.py`) — the next
-    chunk's loads are issued before the current chunk is used (two chunks in flight per program; Triton does not
-    pipeline loads that feed a reduction), and each thread keeps one fp32 partial per 16-byte vector column, so
-    the cross-lane reduction happens once, after the loop."""
-    offs_k = tl.arange(0, BLOCK_K)
-    if VEC == 0:
-        acc_g = tl.zeros((BLOCK_I,), dtype=tl.float32)
-        acc_u = tl.zeros((BLOCK_I,), dtype=tl.float32)
-        for k0 in range(0, H, BLOCK_K):
-            kk = k0 + offs_k
-            kmask = kk < H
-            wmask = imask[:, None] & kmask[None, :]
-            wg = tl.load(w_base + offs_i[:, None] * s_row + kk[None, :], mask=wmask, other=0.0,
-                         eviction_policy="evict_first")
-            wu = tl.load(w_base + (offs_i + I_s)[:, None] * s_row + kk[None, :], mask=wmask, other=0.0,
-                         eviction_policy="evict_first")
-            xv = tl.load(x_row_ptr + kk, mask=kmask, other=0.0).to(tl.float32)
-            acc_g += tl.sum(wg.to(tl.float32) * xv[None, :], axis=1)
-            acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
-        g, u = acc_g, acc_u
-    else:
-        KV: tl.constexpr = BLOCK_K // VEC
-        g_ptrs = w_base + offs_i[:, None] * s_row + offs_k[None, :]
-        u_ptrs = w_base + (offs_i + I_s)[:, None] * s_row + offs_k[None, :]
-        m0 = imask[:, None] & (offs_k < H)[None, :]
-        wg = tl.load(g_ptrs, mask=m0, other=0.0, eviction_policy="evict_first")
-        wu = tl.load(u_ptrs, mask=m0, other=0.0, eviction_policy="evict_first")
-        acc_g = tl.zeros((BLOCK_I, KV), dtype=tl.float32)
-        acc_u = tl.zeros((BLOCK_I, KV), dtype=tl.float32)
-        for k0 in range(0, H, BLOCK_K):
-            kk = k0 + offs_k
-            mn = imask[:, None] & ((kk + BLOCK_K) < H)[None, :]  # all-masked after the last chunk
-            g_ptrs += BLOCK_K
-            u_ptrs += BLOCK_K
-            wg_n = tl.load(g_ptrs, mask=mn, other=0.0, eviction_policy="evict_first")
-            wu_n = tl.load(u_ptrs, mask=mn, other=0.0, eviction_policy="evict_first")
-            xv = tl.load(x_row_ptr + kk, mask=kk < H, other=0.0).to(tl.float32)
-            acc_g += tl.sum(tl.reshape(wg.to(tl.float32) * xv[None, :], (BLOCK_I, KV, VEC)), axis=2)
-            acc_u += tl.sum(tl.reshape(wu.to(tl.float32) * xv[None, :], (BLOCK_I, KV, VEC)), axis=2)
-            wg = wg_n
-            wu = wu_n
-        g = tl.sum(acc_g, axis=1)
-        u = tl.sum(acc_u, axis=1)
-    return g / (1.0 + tl.exp(-g)) * u
+    over H in chunks of BLOCK_K, reduced per chunk (row accumulators only: few registers), fp32.
+    (The decode GEMV's streaming form — next chunk in flight, per-thread partials — lost here by 0.5-1.9 µs on
+    the H200, 2026-12-01: docs/worklog.md.)"""
+    acc_g = tl.zeros((BLOCK_I,), dtype=tl.float32)
+    acc_u = tl.zeros((BLOCK_I,), dtype=tl.float32)
+    for k0 in range(0, H, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        kmask = offs_k < H
+        wmask = imask[:, None] & kmask[None, :]
+        wg = tl.load(w_base + offs_i[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
+                     eviction_policy="evict_first")
+        wu = tl.load(w_base + (offs_i + I_s)[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
+                     eviction_policy="evict_first")
+        xv = tl.load(x_row_ptr + offs_k, mask=kmask, other=0.0).to(tl.float32)
+        acc_g += tl.sum(wg.to(tl.float32) * xv[None, :], axis=1)
+        acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
+    return acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
 
 
 @triton.jit
@@ -272,23 +242,6 @@ def _moe_decode_kernel(
                     tl.store(cnt_ptr + S_MAX + N_HBLK, 0)
 
 
-_COUNTERS: dict[tuple, torch.Tensor] = {}
-_RETIRED: list[torch.Tensor] = []  # outgrown counter buffers: a captured CUDA graph may still point at one
-
-
-def _counters(device: torch.device, n: int, owner: str = "moe") -> torch.Tensor:
-    """int32 counters per (device, stream, owner), zero between calls (the kernel resets the ones it used).
-    Kernels that could ever overlap on one stream (programmatic dependent launch) must use different owners."""
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    key = (str(device), stream, owner)
-    c = _COUNTERS.get(key)
-    if c is None or c.numel() < n:
-        if c is not None:
-            _RETIRED.append(c)
-        c = _COUNTERS[key] = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
-    return c
-
-
 def decode_config(T: int, k: int, H: int, I: int) -> dict:
     """Launch parameters. Best of benchmarks/sweep_moe.py --mode decode on the H200 (2026-12-01) at
     Qwen3-30B-A3B: T ≤ 8 small tiles on 2 warps (T=8: 121 µs), T=16 32-row tiles on 4 warps (201 µs)."""
@@ -322,7 +275,7 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
     _moe_decode_kernel[(n1 + n2,)](
         x, w13, w2, tw, ids, sw13, sw2, sgate if sgate is not None else x,
-        act, part, _counters(x.device, s_max + n_hblk + 1), out,
+        act, part, counters(x.device, s_max + n_hblk + 1, "moe"), out,
         T, H, I, IS, E, i_max,
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         K=k, K_PAD=triton.next_power_of_2(k), P_PAD=triton.next_power_of_2(T * k),

@@ -22,7 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels.moe_decode import _counters, _swiglu_rows, _wait_geq
+from moelab.kernels import counters
+from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq
 
 
 @triton.jit
@@ -40,7 +41,6 @@ def _moe_pairs_kernel(
     T: tl.constexpr, K: tl.constexpr, K_PAD: tl.constexpr, T_PAD: tl.constexpr,
     N_SLOTS: tl.constexpr, S_PAD: tl.constexpr, N_IBLK: tl.constexpr, N_HBLK: tl.constexpr, N1: tl.constexpr,
     BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
-    VEC: tl.constexpr,  # 0: phase 1 reduces each chunk as it arrives; > 0: the streaming GEMV form (_swiglu_rows)
     HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr,
 ):
     # counters: [0, N_SLOTS) phase-1 blocks done per slot; N_SLOTS + hb: slots done for output block hb;
@@ -68,7 +68,7 @@ def _moe_pairs_kernel(
             s_row = tl.where(is_shared, H, s_w13r)
             offs_i = ib * BLOCK_I + tl.arange(0, BLOCK_I)
             imask = offs_i < I_s
-            act = _swiglu_rows(w_base, s_row, x_ptr + t * s_xt, offs_i, imask, I_s, H, BLOCK_I, BLOCK_K, VEC)
+            act = _swiglu_rows(w_base, s_row, x_ptr + t * s_xt, offs_i, imask, I_s, H, BLOCK_I, BLOCK_K)
             tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
             if HAS_SHARED:
                 if is_shared & (ib == 0):  # the shared expert's gate for token t: sigmoid(gate · x[t]), or 1
@@ -141,9 +141,8 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     """Launch parameters. Best of benchmarks/sweep_moe.py --mode pairs on the H200 (2026-12-01 11:58,
     results/sweep-moe-pairs-*-T1158.json) at Qwen3-30B-A3B T=1 (24.1 µs) and T=4 (75.9 µs) and Qwen3.5-35B-A3B
     T=1 (20.9 µs) alike: row blocks of 8 (~768 phase-1 programs at T=1) streaming H in chunks of 1024, output
-    blocks of 32, the down projection in chunks of 256. Phase 1's streaming GEMV form (VEC=8) was 0.5-1.9 µs
-    slower in the same sweep, so it is off."""
-    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=256, VEC=0, num_warps=4)
+    blocks of 32, the down projection in chunks of 256."""
+    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=256, num_warps=4)
 
 
 def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):
@@ -167,7 +166,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
     _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](
         x, w13, w2, topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
-        act, part, gw, _counters(x.device, n_slots + n_hblk + 1), out,
+        act, part, gw, counters(x.device, n_slots + n_hblk + 1, "moe"), out,
         H, I, IS, E, i_max,
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         T=T, K=k, K_PAD=triton.next_power_of_2(k), T_PAD=triton.next_power_of_2(T),

@@ -18,7 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels.moe_decode import _counters, _swiglu_rows, _wait_geq
+from moelab.kernels import counters
+from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq
 
 
 @triton.jit
@@ -103,7 +104,7 @@ def moe_t1(x, w13, w2, topk_weights, topk_ids, *, out, config: dict | None = Non
     act = torch.empty(k, I, dtype=x.dtype, device=x.device)
     ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
     _moe_t1_kernel[(n1 + n_hblk,)](
-        x, w13, w2, topk_weights.contiguous(), ids, act, _counters(x.device, k + 1), out,
+        x, w13, w2, topk_weights.contiguous(), ids, act, counters(x.device, k + 1, "moe"), out,
         H, I, E, w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1),
         K=k, K_PAD=triton.next_power_of_2(k), I_PAD=triton.next_power_of_2(I),
         N_IBLK=n_iblk, N1=n1, N_HBLK=n_hblk, num_warps=num_warps, **cfg,

@@ -21,8 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import pdl_supported
-from moelab.kernels.moe_decode import _counters
+from moelab.kernels import counters, pdl_supported
 from moelab.kernels.route import _SCORING_CODE, _route_row
 from moelab.ops.moe import _check_route_args
 
@@ -123,7 +122,7 @@ def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softma
     launch = {"launch_pdl": True} if pdl else {}
     _router_kernel[(n_prog,)](
         x, weight, correction_bias if correction_bias is not None else logits, logits, w_out, ids,
-        _counters(x.device, 1, "router"), T, E, H, x.stride(0), weight.stride(0), float(scaling),
+        counters(x.device, 1, "router"), T, E, H, x.stride(0), weight.stride(0), float(scaling),
         T_PAD=triton.next_power_of_2(T), N_PROG=n_prog, K=k, K_PAD=triton.next_power_of_2(k), E_PAD=e_pad,
         SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize), HAS_BIAS=correction_bias is not None,
         N_GROUP=n_group, TOPK_GROUP=topk_group, USE_PDL=pdl, num_warps=num_warps, **launch, **cfg,

@@ -8,7 +8,6 @@ kernel (`moelab.kernels.linear`) covers decode sizes, 1 ≤ T ≤ 16 tokens.
 from __future__ import annotations
 
 import torch
-
 import torch.nn.functional as F
 
 from moelab import ops

@@ -243,12 +243,11 @@ def moe_block(x, router_logits, w13, w2, k, renormalize=True, shared=None, *, ou
     return _moe_block(x, router_logits, w13, w2, k, renormalize, shared, out=out)
 
 
-def router(x, weight, k, scoring="softmax", renormalize=True, *, correction_bias=None, n_group=1, topk_group=1,
-           scaling=1.0):
-    """moelab's router: the logits GEMV and the routing in one launch (decode sizes, T ≤ 16)."""
+def router(x, weight, k, scoring="softmax", renormalize=True, **routing):
+    """moelab's router: the logits GEMV and the routing in one launch (decode sizes, T ≤ 16); the keywords of
+    `router_reference`."""
     from moelab.kernels.router import router as _router
-    return _router(x, weight, k, scoring, renormalize, correction_bias=correction_bias, n_group=n_group,
-                   topk_group=topk_group, scaling=scaling)
+    return _router(x, weight, k, scoring, renormalize, **routing)
 
 
 ops.register("route", route_reference, route, doc="top-k routing: softmax / topk_softmax / sigmoid grouped")
