@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A|B|C|D|E|F    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..G    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -15,7 +15,7 @@ run() {  # run NAME SECONDS CMD...: a step with its own time limit; a failure do
   local rc=$?
   echo "===== $name exit $rc in $((SECONDS - t0)) s" | tee -a "$LOG"
 }
-case "${1:?stage A to F}" in
+case "${1:?stage A to G}" in
   A)  # what is unmeasured: the acquire fix, end-to-end moelab decode, the profiler, T=1 on tensor cores
     run hw 90 python -m moelab hw --save
     run acquire 90 python benchmarks/check_moe_fp32.py
@@ -56,6 +56,13 @@ case "${1:?stage A to F}" in
     run decode 60 python benchmarks/bench_decode.py --batch 1 --rows moelab
     run decode-b8 100 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
     run linear 120 python benchmarks/bench_linear.py --tokens 1 --pdl
+    ;;
+  G)  # session 4 first call: confirm the counters commit on the GPU; trace the real chained step kernel by kernel
+    run hw 90 python -m moelab hw --save
+    run moe-gpu-tests 150 python -m pytest tests/kernels/test_moe.py -k gpu_ -q -x -p no:cacheprovider --tb=short -rf
+    run trace-b1 120 python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    run trace-b8 100 python benchmarks/trace_decode.py --batch 8 --ctx 1024
+    run decode 100 python benchmarks/bench_decode.py --batch 1 --rows moelab
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40
