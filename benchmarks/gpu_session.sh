@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..G    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..H    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -63,6 +63,12 @@ case "${1:?stage A to G}" in
     run trace-b1 120 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     run trace-b8 100 python benchmarks/trace_decode.py --batch 8 --ctx 1024
     run decode 100 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    ;;
+  H)  # the chained step traced kernel by kernel; qk_norm_rope_kv (the KV append folded into the q/k prologue)
+    run trace-b1 120 python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    run gpu-tests 200 python -m pytest tests/kernels/test_rope.py tests/kernels/test_kv_cache.py tests/engine/test_parity.py tests/engine/test_generate.py -q -x -p no:cacheprovider --tb=short -rf
+    run decode 100 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run trace-b8 100 python benchmarks/trace_decode.py --batch 8 --ctx 1024
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

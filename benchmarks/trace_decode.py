@@ -114,4 +114,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    with torch.inference_mode():  # the engine's buffers are inference tensors
+        main()

@@ -159,6 +159,47 @@ def test_reference_is_hf_qwen3_and_qwen3_next():
         assert torch.equal(got_k, want_k[0].transpose(0, 1)), module.__name__
 
 
+@pytest.mark.parametrize("norm", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("b,hq,hk,d,rot", [(1, 32, 4, 128, None), (3, 6, 2, 12, 8)])
+def test_kv_variant_writes_the_cache(b, hq, hk, d, rot, dtype, norm, close):
+    """qk_norm_rope_kv = qk_norm_rope, then kv_write: q comes back, k (normed, rotated) and v land at positions[b]
+    of each sequence's cache rows, and nothing else in the cache changes."""
+    s_max = 9
+    q, k, qw, kw, _ = _inputs(b, hq, hk, d, dtype)
+    v = torch.randn(b, hk, d, generator=torch.Generator().manual_seed(5)).to(dtype).to(DEV)
+    pos = torch.tensor([8, 0, 3][:b], device=DEV)
+    if not norm:
+        qw = kw = None
+    kc = torch.randn(b, hk, s_max, d, dtype=dtype, device=DEV)
+    vc = torch.randn(b, hk, s_max, d, dtype=dtype, device=DEV)
+    kc_ref, vc_ref = kc.clone(), vc.clone()
+    args = dict(eps=1e-6, rope_theta=1e6, rotary_dim=rot)
+    got_q = ops.get("qk_norm_rope_kv", "moelab")(q, k, v, qw, kw, pos, kc, vc, **args)
+    ref_q = ops.get("qk_norm_rope_kv", "eager")(q, k, v, qw, kw, pos, kc_ref, vc_ref, **args)
+    close(got_q, ref_q)
+    close(kc, kc_ref)
+    assert torch.equal(vc, vc_ref)
+
+
+def test_kv_variant_errors():
+    q, k, qw, kw, pos = _inputs(2, 4, 2, 16, torch.float32)
+    kc = torch.zeros(2, 2, 5, 16, device=DEV)
+    f = ops.get("qk_norm_rope_kv", "moelab")
+    with pytest.raises(ValueError, match="kv_write: v must be"):
+        f(q, k, k[:, :1], qw, kw, pos, kc, kc.clone(), eps=1e-6, rope_theta=1e4)
+    with pytest.raises(ValueError, match="the cache torch.float16"):
+        f(q, k, k, qw, kw, pos, kc.half(), kc.half(), eps=1e-6, rope_theta=1e4)
+    hb = kc.bfloat16()  # bf16 activations with fp32 norm weights normalise to fp32: not the cache's dtype
+    with pytest.raises(ValueError, match="the cache is torch.bfloat16 but normalised k is torch.float32"):
+        f(q.bfloat16(), k.bfloat16(), k.bfloat16(), qw, kw, pos, hb, hb.clone(), eps=1e-6, rope_theta=1e4)
+
+
+def test_compiles_for_sm90_kv_variant(sm90):
+    job = sm90["qk_norm_rope_kv"]
+    assert "error" not in job, job.get("error")
+
+
 def test_compiles_for_sm90_with_one_kv_head(sm90):
     # Hk = 1 (Qwen3 at tensor-parallel 4) is a compile-time constant on the k side only; it must compile.
     # cos/sin must be libdevice's accurate ones (full range reduction), not cos.approx.

@@ -5,7 +5,7 @@ entries) followed by an MLP (routed experts, optionally a shared expert, or dens
 residual-add + RMSNorm. Tokens travel flat: prefill is [B·P, H] (B prompts of P tokens), decode [B, H].
 
 Which code runs where:
-  * norms, q/k norm + RoPE, KV-cache append, decode attention, router + routing, experts: `ops.get(name, impl)`;
+  * norms, q/k norm + RoPE (at decode together with the KV-cache append), decode attention, router + routing, experts: `ops.get(name, impl)`;
   * dense projections (qkv, o, lm_head, dense MLPs): `moelab.ops.linear.dense_for(impl)` — moelab's decode
     GEMV at decode sizes (cuBLAS was at 32-48 % of the floor on qkv/o in the H200 profile, docs/worklog.md),
     cuBLAS for prefill; plain `F.linear` under impl="eager";
@@ -54,6 +54,7 @@ class Attention:
         self.scale = cfg.head_dim ** -0.5
         self.qk_norm_rope = ops.get("qk_norm_rope", impl) if cfg.qk_norm == "head" else None
         self.rope = None if cfg.qk_norm == "head" else ops.get("rope", impl)  # Qwen2, Mixtral, OLMoE
+        self.norm_rope_kv = ops.get("qk_norm_rope_kv", impl)  # decode: the above and the KV append at once
         self.rmsnorm = ops.get("rmsnorm", impl)
         self.decode_attention = ops.get("decode_attention", impl)
         self.dense = dense_for(impl)
@@ -63,7 +64,8 @@ class Attention:
         instance with a norm whose sum of squares spans every rank's heads (engine.tp)."""
         return self.rmsnorm(t, weight, self.cfg.rms_eps)
 
-    def _qkv(self, x: torch.Tensor, positions: torch.Tensor):
+    def _project(self, x: torch.Tensor):
+        """q [T, Hq, D], k and v [T, Hk, D]: the projection and what comes before the per-head norm and RoPE."""
         cfg = self.cfg
         T, D = x.shape[0], cfg.head_dim
         qkv = self.dense(x, self.qkv, self.qkv_bias)  # [T, (Hq+2Hk)·D]
@@ -74,7 +76,11 @@ class Attention:
         if cfg.clip_qkv is not None:
             c = float(cfg.clip_qkv)
             q, k, v = q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c)
-        q, k, v = q.reshape(T, cfg.heads, D), k.reshape(T, cfg.kv_heads, D), v.reshape(T, cfg.kv_heads, D)
+        return q.reshape(T, cfg.heads, D), k.reshape(T, cfg.kv_heads, D), v.reshape(T, cfg.kv_heads, D)
+
+    def _qkv(self, x: torch.Tensor, positions: torch.Tensor):
+        cfg = self.cfg
+        q, k, v = self._project(x)
         if self.qk_norm_rope is not None:
             q, k = self.qk_norm_rope(q, k, self.q_norm, self.k_norm, positions, eps=cfg.rms_eps,
                                      rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim)
@@ -91,8 +97,13 @@ class Attention:
         return F.linear(out.reshape(batch * P, -1), self.o, self.o_bias)
 
     def decode(self, x: torch.Tensor, step: DecodeStep, cache: KVCache) -> torch.Tensor:
-        q, k, v = self._qkv(x, step.positions)  # [B, H·, D]
-        cache.write_decode(self.i, k, v, step.positions)
+        cfg = self.cfg
+        q, k, v = self._project(x)  # [B, H·, D]
+        # q/k norm (Qwen3) or none, RoPE, and the KV append in one op (one launch under impl="moelab").
+        head_norm = cfg.qk_norm == "head"
+        q = self.norm_rope_kv(q, k, v, self.q_norm if head_norm else None, self.k_norm if head_norm else None,
+                              step.positions, cache.k[self.i], cache.v[self.i], eps=cfg.rms_eps,
+                              rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim)
         out = self.decode_attention(q, cache.k[self.i], cache.v[self.i], step.seq_lens, scale=self.scale)
         return self.dense(out.reshape(x.shape[0], -1), self.o, self.o_bias)
 

@@ -15,6 +15,7 @@ import torch
 
 from moelab import ops
 from moelab.kernels.rope import qk_norm_rope as _qk_norm_rope_kernel
+from moelab.kernels.rope import qk_norm_rope_kv as _qk_norm_rope_kv_kernel
 from moelab.kernels.rope import rope as _rope_kernel
 from moelab.ops.norm import rmsnorm_reference
 
@@ -86,6 +87,41 @@ ops.register(
     qk_norm_rope_reference,
     _qk_norm_rope_kernel,
     doc="Per-head q/k RMSNorm fused with NeoX-style RoPE (full or partial rotary), HF Qwen3 numerics.",
+)
+def qk_norm_rope_kv_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    q_weight: torch.Tensor | None,
+    k_weight: torch.Tensor | None,
+    positions: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    *,
+    eps: float,
+    rope_theta: float,
+    rotary_dim: int | None = None,
+    offset: bool = False,
+) -> torch.Tensor:
+    """A decode step's attention prologue: q/k norm (none when the weights are None) and RoPE, then the new k and v
+    appended to the static cache at `positions` (`ops.attention.kv_write_reference`). q, k, v: [B, H·, D], one token
+    per sequence. Returns q_out; the caches are written in place."""
+    from moelab.ops.attention import kv_write_reference
+
+    if q_weight is None and k_weight is None:
+        q_out, k_out = rope_reference(q, k, positions, rope_theta=rope_theta, rotary_dim=rotary_dim)
+    else:
+        q_out, k_out = qk_norm_rope_reference(q, k, q_weight, k_weight, positions, eps=eps, rope_theta=rope_theta,
+                                              rotary_dim=rotary_dim, offset=offset)
+    kv_write_reference(k_cache, v_cache, k_out, v, positions)
+    return q_out
+
+
+ops.register(
+    "qk_norm_rope_kv",
+    qk_norm_rope_kv_reference,
+    _qk_norm_rope_kv_kernel,
+    doc="Decode: per-head q/k RMSNorm (optional) + RoPE with the new k and v appended to the KV cache, one launch.",
 )
 ops.register(
     "rope",

@@ -193,9 +193,7 @@ class LayerFns:
         self.impl, self.d = impl, d
         self._add_rmsnorm = ops.get("add_rmsnorm", impl)
         self._rmsnorm = ops.get("rmsnorm", impl)
-        self._qk_norm_rope = ops.get("qk_norm_rope", impl)
-        self._rope = ops.get("rope", impl)
-        self._kv_write = ops.get("kv_write", impl)  # the engine's cache append (counted in attention)
+        self._norm_rope_kv = ops.get("qk_norm_rope_kv", impl)  # the engine's q/k prologue + KV append
         self.dense = dense_for(impl)  # the dense projections, as the engine runs them
         if impl == "moelab":
             self._attn = ops.get("decode_attention", "moelab")
@@ -206,19 +204,20 @@ class LayerFns:
     def add_rmsnorm(self, x, residual, w):
         return self._add_rmsnorm(x, residual, w, self.d.eps, offset=self.d.offset)
 
-    def qk_prologue(self, q, k, qw, kw, positions):
-        """q [B, Hq, D], k [B, Hk, D] -> normed (when the family norms per head or over all heads) and rotated."""
+    def qk_prologue(self, q, k, v, qw, kw, positions, k_cache, v_cache):
+        """q [B, Hq, D], k/v [B, Hk, D] -> q normed (when the family norms per head or over all heads) and rotated;
+        k likewise and, with v, appended to the cache at `positions` — as the engine's decode does it (moelab: one
+        launch, `qk_norm_rope_kv`; eager: the norms, RoPE and torch index_put)."""
         d = self.d
-        if d.qk_norm == "head":
-            return self._qk_norm_rope(q, k, qw, kw, positions, eps=d.eps, rope_theta=d.theta,
-                                      rotary_dim=d.rot, offset=d.offset)
         if d.qk_norm == "full":
             q = self._rmsnorm(q.flatten(1), qw, d.eps).view_as(q)
             k = self._rmsnorm(k.flatten(1), kw, d.eps).view_as(k)
-        return self._rope(q, k, positions, rope_theta=d.theta, rotary_dim=d.rot)
+        if d.qk_norm != "head":
+            qw = kw = None
+        return self._norm_rope_kv(q, k, v, qw, kw, positions, k_cache, v_cache, eps=d.eps, rope_theta=d.theta,
+                                  rotary_dim=d.rot, offset=d.offset)
 
-    def attention(self, q, k, v, k_cache, v_cache, positions, seq_lens):
-        self._kv_write(k_cache, v_cache, k, v, positions)
+    def attention(self, q, k_cache, v_cache, seq_lens):
         scale = self.d.hd ** -0.5
         if self.impl == "eager":
             return sdpa_decode(q, k_cache, v_cache, seq_lens, scale, self.d.window)
@@ -355,20 +354,23 @@ def build_units(spec: ModelSpec, graph: list[Op], d: Dims, device: torch.device,
             def qk_args(i, nw=nw):
                 qw = 1.0 + 0.1 * r.t(nw or d.nq * d.hd)
                 kw = 1.0 + 0.1 * r.t(nw or d.nkv * d.hd)
-                return (r.t(d.B, d.nq, d.hd), r.t(d.B, d.nkv, d.hd), qw, kw, r.positions(d))
+                # The append writes one row whatever the context, and RoPE costs the same at any position: a
+                # 2-row cache and position 1 (a context-sized cache per rotated set would not fit at 128k).
+                return (r.t(d.B, d.nq, d.hd), r.t(d.B, d.nkv, d.hd), r.t(d.B, d.nkv, d.hd), qw, kw,
+                        torch.ones(d.B, dtype=torch.long, device=device), r.t(d.B, d.nkv, 2, d.hd),
+                        r.t(d.B, d.nkv, 2, d.hd))
             add(name, "attention" if d.qk_norm == "head" else op.group, ("qk_norm", "rope"),
                 {i: f.qk_prologue for i, f in fns.items()}, qk_args,
-                "q/k RMSNorm fused with RoPE in one moelab launch" if d.qk_norm == "head" else "")
+                ("q/k RMSNorm + RoPE + the KV append in one moelab launch" if d.qk_norm == "head"
+                 else "RoPE + the KV append in one moelab launch"))
         elif n in ("attention", "attention.sliding"):
             S = op.shapes["S"] if n == "attention" else d.S
 
             def attn_args(i, S=S):
                 kc, vc = r.t(d.B, d.nkv, S, d.hd), r.t(d.B, d.nkv, S, d.hd)
-                pos = torch.full((d.B,), S - 1, dtype=torch.long, device=device)
-                return (r.t(d.B, d.nq, d.hd), r.t(d.B, d.nkv, d.hd), r.t(d.B, d.nkv, d.hd), kc, vc, pos,
-                        (pos + 1).to(torch.int32))
+                return (r.t(d.B, d.nq, d.hd), kc, vc, torch.full((d.B,), S, dtype=torch.int32, device=device))
             add(n, op.group, (n,), {i: f.attention for i, f in fns.items()}, attn_args,
-                "KV append included (eager: torch index_put; moelab: kv_write); eager = SDPA over repeated KV heads")
+                "the KV append is in the q/k prologue's unit; eager = SDPA over repeated KV heads")
         elif n == "attn_output_gate":
             add(n, op.group, (n,), same(output_gate), lambda i: (r.t(d.B, d.nq * d.hd), r.t(d.B, d.nq * d.hd)),
                 TORCH_NOTE, True)

@@ -122,8 +122,8 @@ class ChainedStep:
             gate = gate.reshape(d.B, -1)
         q = q.reshape(d.B, d.nq, d.hd)
         k, v = k.reshape(d.B, d.nkv, d.hd), v.reshape(d.B, d.nkv, d.hd)
-        q, k = f.qk_prologue(q, k, w["q_norm"], w["k_norm"], self.positions)
-        out = f.attention(q, k, v, w["k_cache"], w["v_cache"], self.positions, self.seq_lens)
+        q = f.qk_prologue(q, k, v, w["q_norm"], w["k_norm"], self.positions, w["k_cache"], w["v_cache"])
+        out = f.attention(q, w["k_cache"], w["v_cache"], self.seq_lens)
         out = out.reshape(d.B, -1)
         if gate is not None:
             out = output_gate(out, gate)
