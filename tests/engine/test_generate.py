@@ -22,19 +22,21 @@ from test_parity import REL_TOL, hf_greedy, rel_err
 NEEDED_OPS = ("add_rmsnorm", "rmsnorm", "qk_norm_rope", "rope", "decode_attention", "route", "fused_moe")
 
 
-@pytest.mark.parametrize("family", ["qwen3_moe", "qwen2_moe"])  # per-head q/k norm; shared expert + rope-only
-def test_moelab_kernels_match_transformers(checkpoint, family):
-    """impl="moelab": the Triton kernels (interpreted on CPU) in the whole model. Kept tiny: 6 decode steps."""
+@pytest.mark.parametrize("family,batch", [("qwen3_moe", 2), ("qwen2_moe", 2), ("qwen3_moe", 1)])
+def test_moelab_kernels_match_transformers(checkpoint, family, batch):
+    """impl="moelab": the Triton kernels (interpreted on CPU) in the whole model. Kept tiny: 6 decode steps.
+    qwen3_moe: per-head q/k norm; qwen2_moe: shared expert, RoPE only; batch 1: the router with the norm folded in
+    (batch 2 folds the first norm of each layer into the qkv GEMV only)."""
     known = ops.names()  # loads the op modules
     missing = [n for n in NEEDED_OPS if n not in known or ops.REGISTRY[n].kernel is None]
     if missing:
         pytest.skip(f"no moelab kernel yet for {missing}")
     model, folder = checkpoint(family)
-    steps, prompt = 6, torch.randint(0, 128, (2, 5), generator=torch.Generator().manual_seed(7))
+    steps, prompt = 6, torch.randint(0, 128, (batch, 5), generator=torch.Generator().manual_seed(7))
     ref_prompt, ref_steps, ref_tokens = hf_greedy(model, prompt, steps)
     # On a GPU machine the kernels run compiled on CUDA; elsewhere under the interpreter on the CPU.
     dev = "cuda" if torch.cuda.is_available() else "cpu"
-    eng = build(folder, batch=2, max_len=5 + steps + 1, impl="moelab", device=dev, keep_logits=True)
+    eng = build(folder, batch=batch, max_len=5 + steps + 1, impl="moelab", device=dev, keep_logits=True)
     with torch.inference_mode():
         assert rel_err(eng.model.prefill(prompt.to(dev), eng.cache, all_logits=True).cpu(), ref_prompt) <= REL_TOL
     tokens = eng.generate(prompt.to(dev), steps + 1).cpu()
