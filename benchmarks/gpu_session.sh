@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..I    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..J    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -75,6 +75,13 @@ case "${1:?stage A to G}" in
     run decode 100 python benchmarks/bench_decode.py --batch 1 --rows moelab
     run trace-b1 80 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     run attention 120 python benchmarks/bench_attention.py --no-compile --samples 15
+    run decode-b8 100 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
+    ;;
+  J)  # after reverting the folded norms and the one-launch attention: confirm; the whole-row GEMV tile A/B
+    run gpu-tests 150 python -m pytest tests/kernels/test_rope.py tests/engine/test_parity.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
+    run decode 60 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-whole-rows 60 env MOELAB_LINEAR_WHOLE_ROWS=1 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run attention-sweep 90 python benchmarks/bench_attention.py --no-compile --samples 10 --shapes 1x1024,1x16384 --sweep
     run decode-b8 100 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
     ;;
 esac

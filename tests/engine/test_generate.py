@@ -25,8 +25,8 @@ NEEDED_OPS = ("add_rmsnorm", "rmsnorm", "qk_norm_rope", "rope", "decode_attentio
 @pytest.mark.parametrize("family,batch", [("qwen3_moe", 2), ("qwen2_moe", 2), ("qwen3_moe", 1)])
 def test_moelab_kernels_match_transformers(checkpoint, family, batch):
     """impl="moelab": the Triton kernels (interpreted on CPU) in the whole model. Kept tiny: 6 decode steps.
-    qwen3_moe: per-head q/k norm; qwen2_moe: shared expert, RoPE only; batch 1: the router with the norm folded in
-    (batch 2 folds the first norm of each layer into the qkv GEMV only)."""
+    qwen3_moe: per-head q/k norm; qwen2_moe: shared expert, RoPE only; batch 1: the engine's T=1 paths (the
+    one-launch router, the T=1 expert kernel)."""
     known = ops.names()  # loads the op modules
     missing = [n for n in NEEDED_OPS if n not in known or ops.REGISTRY[n].kernel is None]
     if missing:

@@ -215,52 +215,6 @@ def _loop_body(ptx: str) -> str:
     raise AssertionError("no loop found in the PTX")
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("T", [1, 3, 16])
-@pytest.mark.parametrize("N,K,split", [(33, 1000, 1), (129, 300, 1), (16, 2048, 4)])
-@pytest.mark.parametrize("res,offset,xn", [(True, False, False), (False, False, True), (True, True, True)])
-def test_add_rmsnorm_prologue(T, N, K, split, dtype, res, offset, xn, close):
-    """add_rmsnorm_linear = add_rmsnorm then linear, in one launch: y, the new residual and the normed x."""
-    x, w, b = make(T, N, K, dtype, seed=T + N + K, bias=True)
-    g = torch.Generator().manual_seed(7)
-    r = torch.randn(T, K, generator=g).to(dtype).to(DEV) if res else None
-    nw = (1 + 0.2 * torch.randn(K, generator=g)).to(dtype).to(DEV)
-    f = ops.get("add_rmsnorm_linear", "moelab")
-    y, new_res, got_xn = f(x, r, nw, w, b, eps=1e-6, offset=offset, normed_out=xn, config={"SPLIT_K": split})
-    ry, rres, rxn = ops.get("add_rmsnorm_linear", "eager")(x, r, nw, w, b, eps=1e-6, offset=offset, normed_out=xn)
-    close(y, ry)
-    if res and (CUDA or dtype != torch.bfloat16):
-        assert torch.equal(new_res, rres)  # the rounded sum: exact
-    elif res:  # the interpreter rounds fp32 -> bf16 toward zero (the GPU to nearest even): one ulp apart
-        close(new_res, rres)
-    else:
-        assert new_res is x
-    if xn:
-        close(got_xn, rxn)
-    else:
-        assert got_xn is None
-
-
-def test_add_rmsnorm_prologue_errors():
-    x, w, _ = make(2, 8, 16, torch.float32)
-    f = ops.get("add_rmsnorm_linear", "moelab")
-    with pytest.raises(ValueError, match="norm_weight must be \\[16\\]"):
-        f(x, None, torch.ones(8, device=DEV), w, eps=1e-6)
-    with pytest.raises(ValueError, match="residual is"):
-        f(x, x[:1], torch.ones(16, device=DEV), w, eps=1e-6)
-    with pytest.raises(ValueError, match="T=17 tokens"):
-        f(torch.zeros(17, 16, device=DEV), None, torch.ones(16, device=DEV), w, eps=1e-6)
-
-
-def test_compiles_for_sm90_norm_prologue(sm90):
-    """qkv at T=1 with the norm folded in: the first weight chunk still goes out before griddepcontrol.wait."""
-    job = sm90["linear_norm_pdl"]
-    assert "error" not in job, job.get("error")
-    ptx = job["ptx"]
-    before = re.findall(r"ld\.global\S*", ptx[:ptx.index("griddepcontrol.wait")])
-    assert before and all("evict_first" in ld for ld in before), before
-
-
 def test_compiles_for_sm90_streaming_weight(sm90):
     """o_proj T=1 (linear_config's choice): the weight streams as 16-byte evict_first loads, the loop issues the
     next chunk's loads before its first FMA (double buffering survived the compiler), and the loop has no

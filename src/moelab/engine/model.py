@@ -21,10 +21,8 @@ import torch.nn.functional as F
 from moelab import ops
 from moelab.engine.cache import KVCache
 from moelab.engine.config import ATTENTION, EngineConfig
-from moelab.kernels.linear import LINEAR_MAX_T
 from moelab.kernels.router import FUSED_ROUTER_MAX_T
-from moelab.ops.linear import dense as dense_moelab
-from moelab.ops.linear import dense_for, dense_normed
+from moelab.ops.linear import dense_for
 
 
 def prefill_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -34,39 +32,6 @@ def prefill_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sc
     if g > 1:
         kt, vt = kt.repeat_interleave(g, dim=1), vt.repeat_interleave(g, dim=1)
     return F.scaled_dot_product_attention(qt, kt, vt, is_causal=True, scale=scale).transpose(1, 2)
-
-
-class Pending:
-    """x = RMSNorm(h + residual) · weight, not computed yet. At decode the first op that reads it folds the add and
-    the norm into its own launch — the qkv GEMV (`dense_normed`), the router (`add_rmsnorm_router`) — and sets
-    `new_residual`; any other reader calls `tensor()`, which runs the separate `add_rmsnorm`. (The H200 trace of
-    the decode step, 2026-12-01: the 97 add_rmsnorm launches advanced each step by 216 µs, 2.2 µs apiece.)"""
-
-    def __init__(self, h: torch.Tensor, residual: torch.Tensor | None, weight: torch.Tensor, eps: float, add_rmsnorm):
-        self.h, self.residual, self.weight, self.eps = h, residual, weight, eps
-        self._add_rmsnorm = add_rmsnorm
-        self.x: torch.Tensor | None = None
-        self.new_residual: torch.Tensor | None = None
-
-    def tensor(self) -> torch.Tensor:
-        if self.x is None:
-            self.x, self.new_residual = self._add_rmsnorm(self.h, self.residual, self.weight, self.eps)
-        return self.x
-
-    def residual_after(self) -> torch.Tensor:
-        if self.new_residual is None:
-            self.tensor()
-        return self.new_residual
-
-
-def project(x, weight: torch.Tensor, bias: torch.Tensor | None, dense) -> torch.Tensor:
-    """`dense(x, weight, bias)`; for a `Pending` x at decode sizes, one GEMV launch with the add + norm in it."""
-    if isinstance(x, Pending):
-        if dense is dense_moelab and x.h.dim() == 2 and x.h.shape[0] <= LINEAR_MAX_T:
-            y, x.new_residual = dense_normed(x.h, x.residual, x.weight, x.eps, weight, bias)
-            return y
-        x = x.tensor()
-    return dense(x, weight, bias)
 
 
 class DecodeStep:
@@ -102,8 +67,8 @@ class Attention:
     def _project(self, x: torch.Tensor):
         """q [T, Hq, D], k and v [T, Hk, D]: the projection and what comes before the per-head norm and RoPE."""
         cfg = self.cfg
-        D = cfg.head_dim
-        qkv = project(x, self.qkv, self.qkv_bias, self.dense)  # [T, (Hq+2Hk)·D]
+        T, D = x.shape[0], cfg.head_dim
+        qkv = self.dense(x, self.qkv, self.qkv_bias)  # [T, (Hq+2Hk)·D]
         q, k, v = qkv.split([cfg.heads * D, cfg.kv_heads * D, cfg.kv_heads * D], dim=-1)
         if cfg.qk_norm == "full":  # OLMoE: one RMSNorm over all heads of the projection
             q = self.full_norm(q, self.q_norm, "q")
@@ -111,7 +76,6 @@ class Attention:
         if cfg.clip_qkv is not None:
             c = float(cfg.clip_qkv)
             q, k, v = q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c)
-        T = qkv.shape[0]
         return q.reshape(T, cfg.heads, D), k.reshape(T, cfg.kv_heads, D), v.reshape(T, cfg.kv_heads, D)
 
     def _qkv(self, x: torch.Tensor, positions: torch.Tensor):
@@ -141,7 +105,7 @@ class Attention:
                               step.positions, cache.k[self.i], cache.v[self.i], eps=cfg.rms_eps,
                               rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim)
         out = self.decode_attention(q, cache.k[self.i], cache.v[self.i], step.seq_lens, scale=self.scale)
-        return self.dense(out.reshape(q.shape[0], -1), self.o, self.o_bias)
+        return self.dense(out.reshape(x.shape[0], -1), self.o, self.o_bias)
 
 
 class MoE:
@@ -156,17 +120,9 @@ class MoE:
         self.route, self.fused_moe = ops.get("route", impl), ops.get("fused_moe", impl)
         # Decode: the router logits and the routing in one launch (moelab); prefill: a GEMM, then `route`.
         self.fused_router = ops.get("router", impl) if impl == "moelab" else None
-        self.norm_router = ops.get("add_rmsnorm_router", impl) if impl == "moelab" else None
 
-    def __call__(self, x) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
         k, renorm = self.cfg.top_k, self.cfg.norm_topk_prob
-        if isinstance(x, Pending):
-            if self.norm_router is not None and x.h.shape[0] <= FUSED_ROUTER_MAX_T:
-                # the add + norm, the logits and the routing in one launch; xn is the experts' input
-                weights, ids, xn, x.new_residual = self.norm_router(x.h, x.residual, x.weight, self.router, k,
-                                                                     "softmax", renorm, eps=x.eps)
-                return self.fused_moe(xn, self.w13, self.w2, weights, ids, self.shared)
-            x = x.tensor()
         if self.fused_router is not None and x.shape[0] <= FUSED_ROUTER_MAX_T:
             weights, ids = self.fused_router(x, self.router, k, "softmax", renorm)  # [T, k]
         else:
@@ -182,8 +138,8 @@ class DenseMLP:
         self.w13, self.w2 = w[f"layers.{i}.mlp_w13"], w[f"layers.{i}.mlp_w2"]
         self.dense = dense_for(impl)
 
-    def __call__(self, x) -> torch.Tensor:
-        gate, up = project(x, self.w13, None, self.dense).chunk(2, dim=-1)
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.dense(x, self.w13).chunk(2, dim=-1)
         return self.dense(F.silu(gate) * up, self.w2)
 
 
@@ -208,18 +164,10 @@ class Model:
             self.layers.append((MIXERS[kind](cfg, weights, i, impl), mlp(cfg, weights, i, impl),
                                 weights[f"layers.{i}.input_norm"], weights[f"layers.{i}.post_norm"]))
 
-    def _run(self, tokens: torch.Tensor, mix, fuse: bool = False) -> torch.Tensor:
-        """The layers over tokens [T]. fuse: hand each norm to the op after it as a `Pending` (decode, moelab)."""
+    def _run(self, tokens: torch.Tensor, mix) -> torch.Tensor:
         eps = self.cfg.rms_eps
         h, residual = F.embedding(tokens, self.embed), None  # [T, H]
         for mixer, mlp, in_norm, post_norm in self.layers:
-            if fuse:
-                pre = Pending(h, residual, in_norm, eps, self.add_rmsnorm)
-                h = mix(mixer, pre)
-                pre2 = Pending(h, pre.residual_after(), post_norm, eps, self.add_rmsnorm)
-                h = mlp(pre2)
-                residual = pre2.residual_after()
-                continue
             x, residual = self.add_rmsnorm(h, residual, in_norm, eps)
             h = mix(mixer, x)
             x, residual = self.add_rmsnorm(h, residual, post_norm, eps)
@@ -244,5 +192,4 @@ class Model:
     def decode(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """One new token per sequence: tokens [B] at positions [B] (device tensors) -> logits [B, V]."""
         step = DecodeStep(positions)
-        fuse = self.impl == "moelab" and tokens.shape[0] <= LINEAR_MAX_T
-        return self.logits(self._run(tokens, lambda m, x: m.decode(x, step, cache), fuse=fuse))
+        return self.logits(self._run(tokens, lambda m, x: m.decode(x, step, cache)))

@@ -265,8 +265,7 @@ class TPModel(Model):
         width, replicas = widths[which]
         return distributed_rmsnorm(t, weight, eps, self.comm, width, replicas)
 
-    def _run(self, tokens: torch.Tensor, mix, fuse: bool = False) -> torch.Tensor:
-        # fuse is ignored: each norm here follows an all-reduce, and the norms stay their own launches for now
+    def _run(self, tokens: torch.Tensor, mix) -> torch.Tensor:
         eps, reduce = self.cfg.rms_eps, self.comm.all_reduce
         h, residual = F.embedding(tokens, self.embed), None  # [T, H]
         for mixer, mlp, in_norm, post_norm in self.layers:

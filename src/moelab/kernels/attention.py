@@ -1,25 +1,19 @@
-"""Flash-decoding attention over a KV cache: split the sequence across programs, the last one merges (Triton).
+"""Flash-decoding attention over a KV cache: split the sequence across programs, then merge (Triton).
 
 Layout: q [B, Hq, D] or [B, Q, Hq, D] (Q new tokens, the last Q positions of each sequence, causal among
 themselves); k_cache, v_cache [B, Hk, S_max, D] (HF static cache layout, any strides); seq_lens [B] int.
 
-One launch (`_split_kernel`), grid (B·Hk, splits): one program holds every query row that shares one KV head
+Kernel 1 (`_split_kernel`), grid (B·Hk, splits): one program holds every query row that shares one KV head
 (G = Hq/Hk heads × Q tokens, padded to a 16-row tensor-core tile), so each K/V byte is read once. The program
-walks its chunk of this sequence's keys in BLOCK_N tiles with an online softmax (base-2 exponentials). The chunk
-is computed in-kernel from the sequence's own length, so the split count picked on the host (no host sync,
-CUDA-graph safe) spreads each sequence over all its splits whatever its length. With one split the program
-finishes its rows itself. With more, each program writes a normalised fp32 partial output and its log-sum-exp,
-then bumps its (sequence, KV head)'s arrival counter (acq_rel); the last of the `splits` programs to arrive
-reads all the partials back (from L2), merges them by their log-sum-exp in a fixed order (bitwise deterministic
-whoever arrives last), adds the attention sink, writes `out` and resets the counter to zero, so no memset launch
-and no second (combine) launch are needed. Nobody waits on anybody: no forward-progress risk.
+walks its chunk of this sequence's keys in BLOCK_N tiles with an online softmax (base-2 exponentials) and writes
+a normalised partial output and its log-sum-exp. The chunk is computed in-kernel from the sequence's own length,
+so the split count picked on the host (no host sync, CUDA-graph safe) spreads each sequence over all its splits
+whatever its length. Kernel 2 (`_combine_kernel`), grid (B·Q·Hq): merges the partials by their log-sum-exp and
+adds the attention sink. With one split, kernel 1 finishes the rows itself and kernel 2 is skipped.
 
 Napkin math (bf16, GQA 32/4 × 128): bytes = B·Hk·L·D·2·2 (K and V) — 1k: 2.1 MB (0.5 µs at 4.3 TB/s), 16k: 33.6 MB
 (7.8 µs), 64k: 134 MB (31 µs); the fp32 partials add B·Q·Hq·splits·(D+1)·4 bytes written and read again
-(2.2 MB at B=1 with 66 splits: 6.5 % of the KV bytes at 16k, 1.6 % at 64k; 0.5 MB at 1k with 16 splits), the
-reads by the B·Hk last arrivers only: G·Q·splits·(D+1)·4 bytes each from L2 (66 KB at 16 splits, 272 KB at 66,
-G=8, Q=1), a tail after the slowest split of each (sequence, KV head) — not yet timed against the old second
-launch (which spread those reads over B·Q·Hq programs but paid its own launch and ramp, 3.5 µs in the trace).
+(2.2 MB at B=1 with 66 splits: 6.5 % of the KV bytes at 16k, 1.6 % at 64k; 0.5 MB at 1k with 16 splits).
 FLOPs = 4·B·Q·Hq·L·D: 4·G flop per K/V element pair, ≈ 8 FLOP/B at G=8 — far below the ridge: memory-bound, and
 latency-bound below ~4k tokens, which is why the split count targets a full GPU rather than long chunks.
 """
@@ -34,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import counters, dot_precision, pdl_supported
+from moelab.kernels import dot_precision, pdl_supported
 
 _LOG2E = 1.4426950408889634
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -45,7 +39,6 @@ _MAX_SPLITS = 256
 def _split_kernel(
     # pointers
     q_ptr, k_ptr, v_ptr, lens_ptr, sinks_ptr, out_ptr, mid_o_ptr, mid_lse_ptr,
-    cnt_ptr,  # splits > 1: int32 arrival counters [B·Hk], zero between calls (kernels.counters)
     # sizes
     HK, D, NQ, S_MAX, NUM_SPLITS, qk_scale, window,
     # strides: q/out (b, token, head, d); k/v (b, head, s, d); lens (b); mid_o (b, token, head, split, d);
@@ -61,12 +54,8 @@ def _split_kernel(
     HAS_SINKS: tl.constexpr,
     FINAL: tl.constexpr,  # one split: normalise and write `out` here
     PRECISION: tl.constexpr,  # tl.dot input_precision: "ieee" for fp32 inputs
-    TRIGGER: tl.constexpr,  # release a PDL-launched next kernel now (kernels.pdl_supported)
-    MERGE_M: tl.constexpr,  # not FINAL: rows per tile of the last arriver's merge (power of two)
-    MERGE_S: tl.constexpr,  # not FINAL: splits per tile of that merge (power of two)
+    TRIGGER: tl.constexpr,  # FINAL only: release a PDL-launched next kernel now (kernels.pdl_supported)
 ):
-    # Triggering at the start is safe: the dependent (the o projection) reads `out` only after its gdc_wait,
-    # which waits for this whole grid, last arrivers' merges included, to finish and flush.
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
     bh = tl.program_id(0)
@@ -138,56 +127,47 @@ def _split_kernel(
             o, mask=row_ok[:, None] & d_ok[None, :],
         )
         tl.store(mid_lse_ptr + b * slsb + qi * slsi + head * slsh + split * slss, lse, mask=row_ok)
-        tl.debug_barrier()  # every thread's partial precedes the release below
-        arrived = tl.atomic_add(cnt_ptr + bh, 1, sem="acq_rel", scope="gpu")
-        if arrived == NUM_SPLITS - 1:
-            # The last of this (sequence, KV head). Its acquire orders the other programs' partials before these
-            # loads (the result decides this branch, so Triton keeps the atomic); .cg reads them from L2, not a
-            # stale L1. Tiles of MERGE_M rows × MERGE_S splits × BLOCK_D bound the registers at any split count;
-            # two passes (max of the log-sum-exps, then the weighted sum tile after tile) fix the order of every
-            # addition for given shapes: the same bits whichever program arrives last.
-            mrows = tl.arange(0, MERGE_M)
-            msplits = tl.arange(0, MERGE_S)
-            for r0 in range(0, G * NQ, MERGE_M):
-                r = r0 + mrows
-                r_ok = r < G * NQ
-                ri = r // G
-                rh = hk * G + r % G
-                lse_row = mid_lse_ptr + b * slsb + ri * slsi + rh * slsh
-                m = tl.full([MERGE_M], float("-inf"), tl.float32)
-                for s0 in range(0, NUM_SPLITS, MERGE_S):
-                    sp = s0 + msplits
-                    lse_t = tl.load(lse_row[:, None] + sp[None, :] * slss,
-                                    mask=r_ok[:, None] & (sp < NUM_SPLITS)[None, :], other=float("-inf"),
-                                    cache_modifier=".cg")
-                    m = tl.maximum(m, tl.max(lse_t, axis=1))
-                if HAS_SINKS:  # the sink is one more logit in the denominator, with no value
-                    sink = tl.load(sinks_ptr + rh, mask=r_ok, other=float("-inf")).to(tl.float32) * 1.4426950408889634
-                    m = tl.maximum(m, sink)
-                m = tl.where(m == float("-inf"), 0.0, m)  # nothing visible (or a padding row): weights 0, output 0
-                den = tl.zeros([MERGE_M], tl.float32)
-                o_acc = tl.zeros([MERGE_M, BLOCK_D], tl.float32)
-                o_row = mid_o_ptr + b * smb + ri * smi + rh * smh
-                for s0 in range(0, NUM_SPLITS, MERGE_S):
-                    sp = s0 + msplits
-                    sp_ok = r_ok[:, None] & (sp < NUM_SPLITS)[None, :]
-                    lse_t = tl.load(lse_row[:, None] + sp[None, :] * slss, mask=sp_ok, other=float("-inf"),
-                                    cache_modifier=".cg")
-                    w = tl.exp2(lse_t - m[:, None])  # empty splits carry lse = -inf: weight 0
-                    part = tl.load(
-                        o_row[:, None, None] + sp[None, :, None] * sms + dcols[None, None, :] * smd,
-                        mask=sp_ok[:, :, None] & d_ok[None, None, :], other=0.0, cache_modifier=".cg",
-                    )
-                    o_acc += tl.sum(part * w[:, :, None], axis=1)
-                    den += tl.sum(w, axis=1)
-                if HAS_SINKS:
-                    den += tl.exp2(sink - m)
-                o_m = o_acc / tl.where(den > 0, den, 1.0)[:, None]
-                tl.store(
-                    out_ptr + b * sob + ri[:, None] * soi + rh[:, None] * soh + dcols[None, :] * sod,
-                    o_m.to(out_ptr.dtype.element_ty), mask=r_ok[:, None] & d_ok[None, :],
-                )
-            tl.store(cnt_ptr + bh, 0)  # all splits of this (sequence, KV head) have arrived: ready for the next call
+
+
+@triton.jit
+def _combine_kernel(
+    # pointers
+    mid_o_ptr, mid_lse_ptr, sinks_ptr, out_ptr,
+    # sizes
+    HQ, NQ, D, NUM_SPLITS,
+    # strides
+    smb, smi, smh, sms, smd, slsb, slsi, slsh, slss, sob, soi, soh, sod,
+    # meta-parameters
+    HAS_SINKS: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the o projection) now: kernels.pdl_supported
+):
+    if TRIGGER:
+        tl.extra.cuda.gdc_launch_dependents()
+    pid = tl.program_id(0)
+    head = pid % HQ
+    qi = (pid // HQ) % NQ
+    b = (pid // (HQ * NQ)).to(tl.int64)
+    splits = tl.arange(0, BLOCK_S)
+    dcols = tl.arange(0, BLOCK_D)
+    s_ok = splits < NUM_SPLITS
+    lse = tl.load(mid_lse_ptr + b * slsb + qi * slsi + head * slsh + splits * slss, mask=s_ok, other=float("-inf"))
+    m = tl.max(lse, axis=0)
+    if HAS_SINKS:  # the sink is one more logit in the denominator, with no value
+        sink = tl.load(sinks_ptr + head).to(tl.float32) * 1.4426950408889634
+        m = tl.maximum(m, sink)
+        w = tl.exp2(lse - m)  # empty splits carry lse = -inf: weight 0
+        denom = tl.sum(w, axis=0) + tl.exp2(sink - m)
+    else:
+        w = tl.exp2(lse - m)
+        denom = tl.sum(w, axis=0)
+    o = tl.load(
+        mid_o_ptr + b * smb + qi * smi + head * smh + splits[:, None] * sms + dcols[None, :] * smd,
+        mask=s_ok[:, None] & (dcols < D)[None, :], other=0.0,
+    )
+    o = tl.sum(o * w[:, None], axis=0) / denom
+    tl.store(out_ptr + b * sob + qi * soi + head * soh + dcols * sod, o.to(out_ptr.dtype.element_ty), mask=dcols < D)
 
 
 @functools.cache
@@ -209,7 +189,7 @@ def launch_params(b: int, hk: int, s_hint: int, d: int, sms: int) -> tuple[int, 
     70 KB of shared memory (sm_90 compile), so 3 fit per SM.
     splits: B·Hk·splits ≤ 2 programs per SM (rounded down, so no second wave: at B=8, Hk=4 on 132 SMs, 9 splits
     would make 288 programs and a 24-program tail; 8 make 256) — but no more splits than the (hinted) sequence has
-    tiles, and at most 256 (the last arriver merges all of them). Analytic, not yet swept on an H200:
+    tiles, and at most 256 (the combine reads all of them). Analytic, not yet swept on an H200:
     `benchmarks/bench_attention.py --sweep` times the neighbours.
     """
     block_n = 64 if d <= 128 else 32
@@ -231,7 +211,7 @@ def decode_attention(
     num_splits: int | None = None,
     block_n: int | None = None,
 ) -> torch.Tensor:
-    """softmax(q·Kᵀ·scale [+ sink]) · V for each sequence's valid keys (flash-decoding, one launch).
+    """softmax(q·Kᵀ·scale [+ sink]) · V for each sequence's valid keys (flash-decoding, two launches at most).
 
     Shapes: q [B, Hq, D] or [B, Q, Hq, D]; k_cache/v_cache [B, Hk, S_max, D]; seq_lens [B] int32/int64
     (token counts including the Q new ones; values above S_max are clamped to S_max); sinks [Hq] or None;
@@ -239,9 +219,6 @@ def decode_attention(
     Tuning (optional): `max_seq_len` is a hint for the split count (default S_max; it never limits the
     lengths read); `num_splits`, `block_n` override the heuristic (sweeps, tests).
     Returns `out` (allocated, or the given one) of q's shape and dtype.
-    With more than one split it uses the per-device "attention" arrival counters (kernels.counters): inside a
-    CUDA graph capture it needs one earlier eager multi-split call on that device, and two calls must not run
-    concurrently on different streams.
     """
     if q.dim() not in (3, 4):
         raise ValueError(f"decode_attention: q must be [B, Hq, D] or [B, Q, Hq, D]; got {tuple(q.shape)}")
@@ -299,27 +276,30 @@ def decode_attention(
     block_d = max(16, triton.next_power_of_2(d))
     final = splits == 1
     if final:
-        mid_o = mid_lse = cnt = out4  # unused
+        mid_o = mid_lse = out4  # unused
         mid_strides = (0,) * 9
     else:
         mid_o = torch.empty((b, nq, hq, splits, d), dtype=torch.float32, device=dev)
         mid_lse = torch.empty((b, nq, hq, splits), dtype=torch.float32, device=dev)
         mid_strides = (*mid_o.stride(), *mid_lse.stride())
-        cnt = counters(dev, b * hk, "attention")
-    # The last arriver's merge tiles: ≤ 1024 fp32 output accumulators (8 per thread at 4 warps) × ≤ 8192 partials
-    # per tile (64 per thread, one 16-byte load per 4): 8 rows × 8 splits at D=128 G=8 (sm_90 compile, ptxas:
-    # 128 registers, no spill; 2 rows × 8 at D=512: 146). Wider row tiles cost more (32 × 2 at G·Q=32: 251).
-    merge_m = 1 if final else min(triton.next_power_of_2(g * nq), max(1, 1024 // block_d))
-    merge_s = 1 if final else max(1, min(triton.next_power_of_2(splits), 8192 // (merge_m * block_d)))
     sinks_arg = sinks if sinks is not None else q4  # unused without sinks
     _split_kernel[(b * hk, splits)](
-        q4, k_cache, v_cache, seq_lens, sinks_arg, out4, mid_o, mid_lse, cnt,
+        q4, k_cache, v_cache, seq_lens, sinks_arg, out4, mid_o, mid_lse,
         hk, d, nq, s_max, splits, scale * _LOG2E, window or 0,
         *q4.stride(), *k_cache.stride(), *v_cache.stride(), seq_lens.stride(0),
         *out4.stride(), *mid_strides,
         G=g, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         HAS_WINDOW=window is not None, HAS_SINKS=sinks is not None, FINAL=final,
         PRECISION=dot_precision(q.dtype),  # fp32 caches get true fp32 products, not tf32
-        TRIGGER=pdl_supported(dev), MERGE_M=merge_m, MERGE_S=merge_s, num_warps=4, num_stages=3,
+        TRIGGER=final and pdl_supported(dev), num_warps=4, num_stages=3,
     )
+    if not final:
+        block_s = triton.next_power_of_2(splits)
+        _combine_kernel[(b * nq * hq,)](
+            mid_o, mid_lse, sinks_arg, out4,
+            hq, nq, d, splits,
+            *mid_o.stride(), *mid_lse.stride(), *out4.stride(),
+            HAS_SINKS=sinks is not None, BLOCK_S=block_s, BLOCK_D=block_d, TRIGGER=pdl_supported(dev),
+            num_warps=max(4, min(16, block_s * block_d // 2048)),  # ≤ 64 fp32 partial values per thread at warp 32
+        )
     return out

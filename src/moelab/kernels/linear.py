@@ -35,6 +35,7 @@ lanes when it sizes BLOCK_K, a performance choice only: any warp size computes t
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 import triton
@@ -42,8 +43,8 @@ import triton.language as tl
 
 from moelab.kernels import counters, interpreting
 from moelab.kernels.attention import sm_count
-from moelab.kernels.rmsnorm import _add_rounded, _norm_apply
 
+WHOLE_ROWS = os.environ.get("MOELAB_LINEAR_WHOLE_ROWS", "0") == "1"  # see linear_config
 LINEAR_MAX_T = 16  # decode sizes; a larger T belongs to a tensor-core GEMM (cuBLAS), not to a GEMV
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -53,15 +54,13 @@ def _linear_kernel(
     # pointers
     x_ptr, w_ptr, b_ptr, out_ptr,  # x[T, K], weight[N, K], bias[N] (unused unless HAS_BIAS), out[T, N]
     part_ptr, cnt_ptr,  # SPLIT_K > 1 only: fp32 partials [SPLIT_K, T, N]; int32 counters [row blocks], zero
-    res_ptr, nw_ptr, res_out_ptr, xn_ptr,  # NORM only: residual [T, K], norm weight [K], new residual, normed x
     # sizes
-    N, K, K_CHUNKS, eps,  # K_CHUNKS: BLOCK_K chunks per split
+    N, K, K_CHUNKS,  # K_CHUNKS: BLOCK_K chunks per split
     # strides (elements; the last dims are contiguous)
-    s_xt, s_wn, s_ot, s_rt, s_qt, s_nt,
+    s_xt, s_wn, s_ot,
     # meta-parameters
     T: tl.constexpr, T_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, VEC: tl.constexpr,
     SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, USE_PDL: tl.constexpr,
-    NORM: tl.constexpr, HAS_RES: tl.constexpr, OFFSET: tl.constexpr, WRITE_XN: tl.constexpr,
 ):
     KV: tl.constexpr = BLOCK_K // VEC  # 16-byte vectors per chunk row
     pid_n = tl.program_id(0)
@@ -79,17 +78,6 @@ def _linear_kernel(
                     eviction_policy="evict_first")
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # x and out belong to the previous kernel: touched only from here on
-    act_ty = x_ptr.dtype.element_ty
-    if NORM:
-        # The pending add + RMSNorm of x (module docstring): every program first reduces the whole rows it needs
-        # (2·T·K elements from L2), then normalises each chunk as it goes.
-        rstd = tl.zeros((T_PAD,), dtype=tl.float32)
-        for t in tl.static_range(T):
-            ss = tl.zeros((BLOCK_K,), dtype=tl.float32)
-            for c0 in range(0, K, BLOCK_K):
-                h = _add_rounded(x_ptr + t * s_xt, res_ptr + t * s_rt, c0 + offs_k, (c0 + offs_k) < K, HAS_RES)
-                ss += h * h
-            rstd = tl.where(offs_t == t, tl.rsqrt(tl.sum(ss, axis=0) / K + eps), rstd)
 
     # acc[t, n, j]: one fp32 partial per 16-byte vector column j of the chunk; each thread owns its own j, so the
     # loop has no cross-lane reduction (that happens once, after the loop).
@@ -102,34 +90,14 @@ def _linear_kernel(
         w_next = tl.load(w_ptrs, mask=nmask[:, None] & ((kk + BLOCK_K) < k_end)[None, :], other=0.0,
                          eviction_policy="evict_first")
         w = w_cur.to(tl.float32)  # converted once, used by every token
-        if NORM:
-            nw = tl.load(nw_ptr + kk, mask=kmask, other=0.0).to(tl.float32)
         for t in tl.static_range(T):
-            if NORM:  # x as add_rmsnorm would have written it, in the activation dtype
-                h = _add_rounded(x_ptr + t * s_xt, res_ptr + t * s_rt, kk, kmask, HAS_RES)
-                rs = tl.sum(tl.where(offs_t == t, rstd, 0.0), axis=0)
-                xt = _norm_apply(h, rs, nw, act_ty, OFFSET).to(act_ty).to(tl.float32)
-            else:
-                xt = tl.load(x_ptr + t * s_xt + kk, mask=kmask, other=0.0).to(tl.float32)  # L1/L2: tiny, reused
+            xt = tl.load(x_ptr + t * s_xt + kk, mask=kmask, other=0.0).to(tl.float32)  # L1/L2: tiny, reused
             r = tl.sum(tl.reshape(w * xt[None, :], (BLOCK_N, KV, VEC)), axis=2)  # in-thread: one vector each
             acc = tl.where((offs_t == t)[:, None, None], acc + r[None, :, :], acc)  # t is per-register: folded
         w_cur = w_next
     y = tl.sum(acc, axis=2)  # [T_PAD, BLOCK_N]
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
-    if NORM:
-        if (pid_n == 0) & (split == 0):  # one program writes the new residual (and the normed x, if asked)
-            for t in tl.static_range(T):
-                rs = tl.sum(tl.where(offs_t == t, rstd, 0.0), axis=0)
-                for c0 in range(0, K, BLOCK_K):
-                    cc = c0 + offs_k
-                    cm = cc < K
-                    h = _add_rounded(x_ptr + t * s_xt, res_ptr + t * s_rt, cc, cm, HAS_RES)
-                    if HAS_RES:
-                        tl.store(res_out_ptr + t * s_qt + cc, h.to(act_ty), mask=cm)
-                    if WRITE_XN:
-                        nw = tl.load(nw_ptr + cc, mask=cm, other=0.0).to(tl.float32)
-                        tl.store(xn_ptr + t * s_nt + cc, _norm_apply(h, rs, nw, act_ty, OFFSET).to(act_ty), mask=cm)
 
     omask = (offs_t < T)[:, None] & nmask[None, :]
     if SPLIT_K > 1:
@@ -180,6 +148,12 @@ def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132
     num_warps = 4
     block_k = min(32 * vec * num_warps, max(vec, triton.next_power_of_2(K)))
     block_n = min(4 if T <= 2 else 2, triton.next_power_of_2(max(N, 1)))
+    if WHOLE_ROWS and T <= 2 and K <= 4096:
+        # Experiment (MOELAB_LINEAR_WHOLE_ROWS=1): a program's whole weight tile in ONE chunk, so all of it is
+        # requested before the PDL wait and streams while the previous kernel (attention, the norm) still runs.
+        # sm_90 (ptxas, Triton 3.9): 94 registers at K=4096 (2 rows), 86 at K=2048 (4 rows), no spills.
+        block_k = max(vec, triton.next_power_of_2(K))
+        block_n = min(max(1, 8192 // block_k), triton.next_power_of_2(max(N, 1)))
     num_warps = max(1, min(num_warps, block_n * block_k // (32 * vec)))
     n_blk, chunks = triton.cdiv(N, block_n), triton.cdiv(K, block_k)
     split = 1
@@ -200,7 +174,6 @@ def linear(
     out: torch.Tensor | None = None,
     config: dict | None = None,
     use_pdl: bool = False,
-    _norm: tuple | None = None,
 ) -> torch.Tensor:
     """y[T, N] = x[T, K] @ weight[N, K]ᵀ (+ bias[N]) with fp32 accumulation, y in x's dtype. One launch.
 
@@ -284,64 +257,11 @@ def linear(
     else:
         part, cnt = out, out  # unused when SPLIT_K == 1: any valid pointer will do
     launch = {"launch_pdl": True} if use_pdl else {}
-    if _norm is None:
-        res, nw, res_out, xn, eps, offset = x, x, x, x, 0.0, False  # unused pointers
-    else:
-        res, nw, eps, offset, res_out, xn = _norm
     _linear_kernel[(n_blk, split)](
         x, weight, bias if bias is not None else x, out, part, cnt,
-        res if res is not None else x, nw, res_out if res_out is not None else x, xn if xn is not None else x,
-        N, K, k_chunks, float(eps),
+        N, K, k_chunks,
         x.stride(0), weight.stride(0), out.stride(0),
-        (res if res is not None else x).stride(0), (res_out if res_out is not None else x).stride(0),
-        (xn if xn is not None else x).stride(0),
         T=T, T_PAD=triton.next_power_of_2(T), BLOCK_N=block_n, BLOCK_K=block_k, VEC=vec, SPLIT_K=split,
-        HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl),
-        NORM=_norm is not None, HAS_RES=_norm is not None and res is not None, OFFSET=bool(offset),
-        WRITE_XN=_norm is not None and xn is not None, num_warps=num_warps, **launch,
+        HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), num_warps=num_warps, **launch,
     )
     return out
-
-
-def add_rmsnorm_linear(
-    x: torch.Tensor,
-    residual: torch.Tensor | None,
-    norm_weight: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None = None,
-    *,
-    eps: float,
-    offset: bool = False,
-    normed_out: bool = False,
-    use_pdl: bool = False,
-    config: dict | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """`add_rmsnorm` folded into the decode GEMV's prologue, one launch: new_residual = x + residual (rounded),
-    xn = rmsnorm(new_residual) · norm_weight (HF casting; offset=True: 1 + w), y = xn @ weightᵀ (+ bias).
-
-    Returns (y [T, N], new_residual [T, K] — x itself when residual is None — and xn [T, K] when `normed_out`,
-    else None). Each program recomputes the row's RMS from L2 (T·K elements: 4 KB at Qwen3's hidden 2048, T=1), so
-    the norm costs no launch of its own; one program writes new_residual (and xn). Contract as
-    `moelab.ops.linear.add_rmsnorm_linear_reference`; y may differ from add_rmsnorm + linear in the last bit of a
-    normalised element (the Σx² is summed in another order). Limits and errors as `linear`; norm_weight must be [K]
-    in x's dtype.
-    """
-    if not isinstance(x, torch.Tensor) or x.dim() != 2:
-        raise ValueError(f"add_rmsnorm_linear: x must be a 2-D tensor [T, K], got {getattr(x, 'shape', type(x))}")
-    T, K = x.shape
-    if residual is not None and (residual.shape != x.shape or residual.dtype != x.dtype
-                                 or residual.device != x.device or (residual.stride(1) != 1 and K > 1)):
-        raise ValueError(f"add_rmsnorm_linear: residual is {tuple(residual.shape)} {residual.dtype} on "
-                         f"{residual.device}; expected x's {tuple(x.shape)} {x.dtype} on {x.device}, contiguous rows")
-    if not isinstance(norm_weight, torch.Tensor) or norm_weight.shape != (K,) or norm_weight.dtype != x.dtype \
-            or norm_weight.device != x.device:
-        raise ValueError(f"add_rmsnorm_linear: norm_weight must be [{K}] {x.dtype} on {x.device}, got "
-                         f"{tuple(getattr(norm_weight, 'shape', ()))} {getattr(norm_weight, 'dtype', None)}")
-    norm_weight = norm_weight.contiguous()
-    if isinstance(weight, torch.Tensor) and weight.dim() == 2 and weight.shape[0] == 0:
-        raise ValueError("add_rmsnorm_linear: weight has no rows (N = 0): nothing would write the new residual")
-    res_out = torch.empty_like(x) if residual is not None else None
-    xn = torch.empty_like(x) if normed_out else None
-    y = linear(x, weight, bias, config=config, use_pdl=use_pdl,
-               _norm=(residual, norm_weight, eps, offset, res_out, xn))
-    return y, (res_out if residual is not None else x), xn

@@ -30,28 +30,6 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 @triton.jit
-def _add_rounded(x_ptr, res_ptr, kk, kmask, HAS_RES: tl.constexpr):
-    """x[kk] (+ residual[kk], the sum rounded to the activation dtype as HF adds) in fp32: one row chunk of the
-    pending add + RMSNorm that a GEMV/router kernel folds into its prologue (x_ptr/res_ptr point at the row)."""
-    h = tl.load(x_ptr + kk, mask=kmask, other=0.0).to(tl.float32)
-    if HAS_RES:
-        r = tl.load(res_ptr + kk, mask=kmask, other=0.0).to(tl.float32)
-        h = (h + r).to(x_ptr.dtype.element_ty).to(tl.float32)
-    return h
-
-
-@triton.jit
-def _norm_apply(h, rstd, w, act_ty: tl.constexpr, OFFSET: tl.constexpr):
-    """The normalised, weighted value in fp32 from the rounded sum h, its rstd and the weight w (fp32), with HF's
-    casting (module docstring): offset=False rounds h·rstd to the activation dtype before the weight multiplies it.
-    Shared by `_add_rmsnorm_kernel` and the GEMV/router kernels that fold the norm into their prologue."""
-    n = h * rstd
-    if OFFSET:
-        return n * (1.0 + w)
-    return n.to(act_ty).to(tl.float32) * w
-
-
-@triton.jit
 def _add_rmsnorm_kernel(
     # pointers
     x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr,
@@ -84,7 +62,11 @@ def _add_rmsnorm_kernel(
 
     rstd = tl.rsqrt(tl.sum(h * h, axis=0) / H + eps)
     w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    y = _norm_apply(h, rstd, w, act_ty, OFFSET)
+    n = h * rstd
+    if OFFSET:
+        y = n * (1.0 + w)
+    else:
+        y = n.to(act_ty).to(tl.float32) * w
     tl.store(out_ptr + row * sor + cols * soc, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 

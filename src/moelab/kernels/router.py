@@ -22,7 +22,6 @@ import triton
 import triton.language as tl
 
 from moelab.kernels import counters, pdl_supported
-from moelab.kernels.rmsnorm import _add_rounded, _norm_apply
 from moelab.kernels.route import _SCORING_CODE, _route_row
 from moelab.ops.moe import _check_route_args
 
@@ -37,13 +36,11 @@ FUSED_ROUTER_MAX_T = 1
 def _router_kernel(
     x_ptr, w_ptr, bias_ptr, logits_ptr, tw_ptr, ids_ptr, cnt_ptr,  # x[T,H], W[E,H], bias[E], logits fp32 [T,E],
     #                                                                weights fp32 [T,K], ids int32 [T,K], counter
-    res_ptr, nw_ptr, res_out_ptr, xn_ptr,  # NORM only: residual [T,H], norm weight [H], new residual, normed x
-    T, E, H, s_xt, s_we, scaling, eps, s_rt, s_qt, s_nt,
+    T, E, H, s_xt, s_we, scaling,
     T_PAD: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_H: tl.constexpr, N_PROG: tl.constexpr,
     K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
     SCORING: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
     N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, USE_PDL: tl.constexpr,
-    NORM: tl.constexpr, HAS_RES: tl.constexpr, OFFSET: tl.constexpr,
 ):
     pid = tl.program_id(0)
     offs_e = pid * BLOCK_E + tl.arange(0, BLOCK_E)
@@ -56,42 +53,16 @@ def _router_kernel(
                 other=0.0, eviction_policy="evict_first")  # [BLOCK_E, BLOCK_H]
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
-    act_ty = x_ptr.dtype.element_ty
-    xrow = x_ptr + offs_t[:, None] * s_xt
-    rrow = res_ptr + offs_t[:, None] * s_rt
-    if NORM:  # the pending add + RMSNorm (as in kernels.linear): every program reduces the whole rows from L2
-        ss = tl.zeros((T_PAD,), dtype=tl.float32)
-        for c0 in range(0, H, BLOCK_H):
-            cc = c0 + tl.arange(0, BLOCK_H)
-            hv = _add_rounded(xrow, rrow, cc[None, :], tmask[:, None] & (cc < H)[None, :], HAS_RES)
-            ss += tl.sum(hv * hv, axis=1)
-        rstd = tl.rsqrt(ss / H + eps)[:, None]
     acc = tl.zeros((T_PAD, BLOCK_E), dtype=tl.float32)
     for h0 in range(0, H, BLOCK_H):
         offs_h = h0 + tl.arange(0, BLOCK_H)
         hmask = offs_h < H
-        m2 = tmask[:, None] & hmask[None, :]
-        if NORM:
-            hv = _add_rounded(xrow, rrow, offs_h[None, :], m2, HAS_RES)
-            nw = tl.load(nw_ptr + offs_h, mask=hmask, other=0.0).to(tl.float32)[None, :]
-            x = _norm_apply(hv, rstd, nw, act_ty, OFFSET).to(act_ty)
-        else:
-            x = tl.load(xrow + offs_h[None, :], mask=m2, other=0.0)  # [T_PAD, BLOCK_H]
+        x = tl.load(x_ptr + offs_t[:, None] * s_xt + offs_h[None, :], mask=tmask[:, None] & hmask[None, :],
+                    other=0.0)  # [T_PAD, BLOCK_H]
         acc += tl.sum(x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
         nh = offs_h + BLOCK_H
         w = tl.load(w_ptr + offs_e[:, None] * s_we + nh[None, :], mask=emask[:, None] & (nh < H)[None, :],
                     other=0.0, eviction_policy="evict_first")  # the next chunk (all-masked after the last)
-    if NORM:
-        if pid == 0:  # one program writes the new residual and the normed x (the experts' input)
-            for c0 in range(0, H, BLOCK_H):
-                cc = c0 + tl.arange(0, BLOCK_H)
-                cm = tmask[:, None] & (cc < H)[None, :]
-                hv = _add_rounded(xrow, rrow, cc[None, :], cm, HAS_RES)
-                if HAS_RES:
-                    tl.store(res_out_ptr + offs_t[:, None] * s_qt + cc[None, :], hv.to(act_ty), mask=cm)
-                nw = tl.load(nw_ptr + cc, mask=cc < H, other=0.0).to(tl.float32)[None, :]
-                tl.store(xn_ptr + offs_t[:, None] * s_nt + cc[None, :],
-                         _norm_apply(hv, rstd, nw, act_ty, OFFSET).to(act_ty), mask=cm)
     logits = acc.to(x_ptr.dtype.element_ty).to(tl.float32)  # the router Linear's output dtype, as in transformers
     tl.store(logits_ptr + offs_t[:, None] * E + offs_e[None, :], logits, mask=tmask[:, None] & emask[None, :])
     tl.debug_barrier()  # every thread's stores precede the release below
@@ -122,7 +93,7 @@ def router_config(T: int, E: int, H: int, block_e: int = 1, num_warps: int = 1) 
 
 def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softmax", renormalize: bool = True, *,
            correction_bias: torch.Tensor | None = None, n_group: int = 1, topk_group: int = 1, scaling: float = 1.0,
-           config: dict | None = None, _norm: tuple | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+           config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Router logits and top-k routing in one launch; contract as `moelab.ops.moe.router_reference`.
 
     x [T, H] (T ≤ ROUTER_MAX_T), weight [E, H]. Returns (topk_weights [T, k] fp32, topk_ids [T, k] int32).
@@ -149,48 +120,14 @@ def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softma
     logits = torch.empty(T, E, dtype=torch.float32, device=x.device)
     pdl = pdl_supported(x.device)  # the weight streams while the norm before it runs (kernels.pdl_supported)
     launch = {"launch_pdl": True} if pdl else {}
-    if _norm is None:
-        res, nw, eps, offset, res_out, xn = None, x, 0.0, False, None, x
-    else:
-        res, nw, eps, offset, res_out, xn = _norm
-    res_ = res if res is not None else x
-    res_out_ = res_out if res_out is not None else x
     _router_kernel[(n_prog,)](
         x, weight, correction_bias if correction_bias is not None else logits, logits, w_out, ids,
-        counters(x.device, 1, "router"), res_, nw, res_out_, xn,
-        T, E, H, x.stride(0), weight.stride(0), float(scaling), float(eps),
-        res_.stride(0), res_out_.stride(0), xn.stride(0),
+        counters(x.device, 1, "router"), T, E, H, x.stride(0), weight.stride(0), float(scaling),
         T_PAD=triton.next_power_of_2(T), N_PROG=n_prog, K=k, K_PAD=triton.next_power_of_2(k), E_PAD=e_pad,
         SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize), HAS_BIAS=correction_bias is not None,
-        N_GROUP=n_group, TOPK_GROUP=topk_group, USE_PDL=pdl, NORM=_norm is not None, HAS_RES=res is not None,
-        OFFSET=bool(offset), num_warps=num_warps, **launch, **cfg,
+        N_GROUP=n_group, TOPK_GROUP=topk_group, USE_PDL=pdl, num_warps=num_warps, **launch, **cfg,
     )
     return w_out, ids
-
-
-def add_rmsnorm_router(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor,
-                       weight: torch.Tensor, k: int, scoring: str = "softmax", renormalize: bool = True, *,
-                       eps: float, offset: bool = False, correction_bias: torch.Tensor | None = None,
-                       n_group: int = 1, topk_group: int = 1, scaling: float = 1.0, config: dict | None = None):
-    """`add_rmsnorm` folded into the one-launch router: new_residual = x + residual (rounded), xn = rmsnorm(...)·w,
-    then the router on xn. Returns (topk_weights, topk_ids, xn [T, H] — the experts' input —, new_residual; x itself
-    when residual is None). One launch; each program recomputes the rows' RMS (T·H elements from L2), program 0
-    writes xn and new_residual. Contract: `moelab.ops.moe.add_rmsnorm_router_reference`."""
-    check_router_args(x, weight)
-    if residual is not None and (residual.shape != x.shape or residual.dtype != x.dtype
-                                 or residual.device != x.device or residual.stride(1) != 1):
-        raise ValueError(f"add_rmsnorm_router: residual is {tuple(residual.shape)} {residual.dtype} on "
-                         f"{residual.device}; expected x's {tuple(x.shape)} {x.dtype} on {x.device}, contiguous rows")
-    H = x.shape[1]
-    if not isinstance(norm_weight, torch.Tensor) or norm_weight.shape != (H,) or norm_weight.dtype != x.dtype \
-            or norm_weight.device != x.device:
-        raise ValueError(f"add_rmsnorm_router: norm_weight must be [{H}] {x.dtype} on {x.device}")
-    res_out = torch.empty_like(x) if residual is not None else None
-    xn = torch.empty_like(x)
-    w, ids = router(x, weight, k, scoring, renormalize, correction_bias=correction_bias, n_group=n_group,
-                    topk_group=topk_group, scaling=scaling, config=config,
-                    _norm=(residual, norm_weight.contiguous(), eps, offset, res_out, xn))
-    return w, ids, xn, (res_out if residual is not None else x)
 
 
 def check_router_args(x: torch.Tensor, weight: torch.Tensor) -> None:

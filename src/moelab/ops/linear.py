@@ -13,9 +13,7 @@ import torch.nn.functional as F
 from moelab import ops
 from moelab.kernels import pdl_supported
 from moelab.kernels.linear import LINEAR_MAX_T
-from moelab.kernels.linear import add_rmsnorm_linear as _add_rmsnorm_linear_kernel
 from moelab.kernels.linear import linear as _linear_kernel
-from moelab.ops.norm import add_rmsnorm_reference
 
 
 def linear_reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -35,21 +33,6 @@ ops.register(
 )
 
 
-def add_rmsnorm_linear_reference(x, residual, norm_weight, weight, bias=None, *, eps: float, offset: bool = False,
-                                 normed_out: bool = False):
-    """`add_rmsnorm_reference` then `linear_reference`: (y, new_residual, xn if normed_out else None)."""
-    xn, new_residual = add_rmsnorm_reference(x, residual, norm_weight, eps, offset=offset)
-    return linear_reference(xn, weight, bias), new_residual, (xn if normed_out else None)
-
-
-ops.register(
-    "add_rmsnorm_linear",
-    add_rmsnorm_linear_reference,
-    _add_rmsnorm_linear_kernel,
-    doc="Residual add + RMSNorm folded into the decode GEMV's prologue (one launch); returns (y, new_residual, xn).",
-)
-
-
 def dense(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """A dense projection as moelab's engine runs it: the decode GEMV for x [T ≤ LINEAR_MAX_T, K] (launched with
     programmatic dependent launch on Hopper, so its first weight tile streams while the kernel before it runs),
@@ -57,15 +40,6 @@ def dense(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = Non
     if x.dim() == 2 and x.shape[0] <= LINEAR_MAX_T:
         return _linear_kernel(x, weight, bias, use_pdl=pdl_supported(x.device))
     return F.linear(x, weight, bias)
-
-
-def dense_normed(x: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
-                 weight: torch.Tensor, bias: torch.Tensor | None = None, *, offset: bool = False):
-    """The engine's `add_rmsnorm` followed by `dense`, as one decode GEMV launch (x [T ≤ LINEAR_MAX_T, K]):
-    returns (y, new_residual). Raises ValueError for other sizes (the caller keeps the two ops there)."""
-    y, new_residual, _ = _add_rmsnorm_linear_kernel(x, residual, norm_weight, weight, bias, eps=eps, offset=offset,
-                                                    use_pdl=pdl_supported(x.device))
-    return y, new_residual
 
 
 def dense_for(impl: str):

@@ -250,27 +250,8 @@ def router(x, weight, k, scoring="softmax", renormalize=True, **routing):
     return _router(x, weight, k, scoring, renormalize, **routing)
 
 
-def add_rmsnorm_router_reference(x, residual, norm_weight, weight, k, scoring="softmax", renormalize=True, *,
-                                 eps: float, offset: bool = False, **routing):
-    """`add_rmsnorm_reference` then `router_reference`: (topk_weights, topk_ids, xn, new_residual)."""
-    from moelab.ops.norm import add_rmsnorm_reference
-
-    xn, new_residual = add_rmsnorm_reference(x, residual, norm_weight, eps, offset=offset)
-    w, ids = router_reference(xn, weight, k, scoring, renormalize, **routing)
-    return w, ids, xn, new_residual
-
-
-def add_rmsnorm_router(x, residual, norm_weight, weight, k, scoring="softmax", renormalize=True, *, eps, offset=False,
-                       **routing):
-    """moelab's router with the residual add + RMSNorm before it folded into its prologue: one launch."""
-    from moelab.kernels.router import add_rmsnorm_router as _k
-    return _k(x, residual, norm_weight, weight, k, scoring, renormalize, eps=eps, offset=offset, **routing)
-
-
 ops.register("route", route_reference, route, doc="top-k routing: softmax / topk_softmax / sigmoid grouped")
 ops.register("router", router_reference, router, doc="router logits (x·Wᵀ in x's dtype) and top-k routing, one launch")
-ops.register("add_rmsnorm_router", add_rmsnorm_router_reference, add_rmsnorm_router,
-             doc="residual add + RMSNorm, then the router, one launch; returns (weights, ids, xn, new_residual)")
 ops.register("moe_block", moe_block_reference, moe_block, doc="softmax routing + routed SwiGLU experts")
 ops.register("fused_moe", fused_moe_reference, fused_moe, doc="routed SwiGLU experts with the weighted top-k sum")
 
