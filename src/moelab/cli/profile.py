@@ -139,8 +139,9 @@ def profile_cmd(
     batch: int = typer.Option(1, "--batch", help="Sequences decoded together (tokens per step)."),
     ctx: str = typer.Option("1024", "--ctx", help="Context length S, or a comma-separated list: attention is "
                                                   "re-measured at each, to show its share grow."),
-    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree: ops run at one rank's shard shapes; "
-                                           "all-reduces are estimated, not measured (one GPU)."),
+    tp: int = typer.Option(1, "--tp", help="Tensor-parallel degree: ops run at one rank's shard shapes. On one "
+                                           "GPU the all-reduces are estimated; under `torchrun --nproc-per-node "
+                                           "N` (N = --tp) they are measured on the process group."),
     impl: str = typer.Option("eager,compile,moelab", "--impl", help="Implementations to measure, side by side: "
                              "eager (plain PyTorch, the Hugging Face way), compile (torch.compile of it), moelab."),
     gpu: str = typer.Option(None, "--gpu", help="Ceilings for the floors: 'measured' (default: this GPU's "
@@ -184,6 +185,20 @@ def profile_cmd(
     _check_out(plot, "--plot", ".png")
     spec = load_spec(model)
     runner.device_check()
+    comm = None
+    from moelab.engine.comm import env_world
+
+    world = env_world()
+    if world is not None and world[1] > 1:  # started by torchrun: measure the collectives on the group
+        from moelab.engine.comm import Comm
+        from moelab.engine.tp import init_distributed
+
+        rank, size, local = world
+        if size != tp:
+            raise UserError(f"torchrun started {size} processes but --tp is {tp}: they must be equal")
+        comm = Comm(device=init_distributed(rank, size, local))
+        if rank != 0:  # rank 0 alone prints and saves; the others measure alongside it
+            json_out, save, csv_out, plot = True, False, None, None
     from moelab import hardware
 
     ceil = hardware.ceilings(gpu)
@@ -197,7 +212,9 @@ def profile_cmd(
             spec, batch=batch, ctxs=contexts, tp=tp, impls=impls, ceilings=ceil,
             dtype=torch.bfloat16 if dtype == "bf16" else torch.float16, meter=meter, with_step=step,
             total=lambda n: bar.update(task, total=n),
-            progress=lambda what: bar.update(task, advance=1, description=what))
+            progress=lambda what: bar.update(task, advance=1, description=what), comm=comm)
+    if comm is not None and comm.rank != 0:
+        return
     if csv_out is not None:
         rows = csv_rows(result)
         with csv_out.open("w", newline="") as f:

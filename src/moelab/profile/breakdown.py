@@ -9,7 +9,9 @@ Per implementation:
     step_us of a row      = kernel time × count;        share = step_us / Σ step_us;
     groups                = Σ step_us per group of the first worklog's part 2 (moe + shared expert,
                             attention, norm, lm_head, linear_attention, embedding) + communication, other;
-    kernel_sum_us         = Σ step_us of the measured rows (what the GPU must spend, launches aside);
+    kernel_sum_us         = Σ step_us of the measured rows but the collectives (what the GPU must spend,
+                            launches aside); comm_us = Σ step_us of the collectives, measured under torchrun
+                            (`profile.comm`), estimated on one GPU;
     the gap               = chained step (host-launched, and graph-replayed) − kernel_sum_us: what
                             dispatch and launches add (46.5 of 87 ms in the worklog), with the step's
                             counted launches beside it (gap per launch).
@@ -60,13 +62,19 @@ def breakdown(rows: list[dict[str, Any]], impl: str, step_floor_us: float | None
         groups[o["group"]]["us"] += o["step_us"]
     for g in groups.values():
         g["share"] = g["us"] / total if total > 0 else 0.0
-    measured = [o for o in ops if o["source"] != "estimated"]
+    # The kernel sum is the GPU work the chained step also runs: measured rows, collectives aside (the chain runs
+    # none; under torchrun they are measured, on one GPU estimated — `comm_us` either way).
+    measured = [o for o in ops if o["source"] != "estimated" and o["group"] != "communication"]
     hosts = [o["host_step_us"] for o in measured]
     launches = [o["launches"] for o in measured]
     kernel_sum = sum(o["step_us"] for o in measured)
+    comm = [o for o in ops if o["group"] == "communication"]
     return {
         "impl": impl, "ops": ops, "groups": groups, "missing": missing,
-        "total_us": total, "kernel_sum_us": kernel_sum, "estimated_us": total - kernel_sum,
+        "total_us": total, "kernel_sum_us": kernel_sum,
+        "estimated_us": sum(o["step_us"] for o in ops if o["source"] == "estimated"),
+        "comm_us": sum(o["step_us"] for o in comm),
+        "comm_measured": bool(comm) and all(o["source"] != "estimated" for o in comm),
         "host_sum_us": sum(hosts) if hosts and None not in hosts else None,
         "launches_sum": (sum(n * o["count"] for n, o in zip(launches, measured))
                          if launches and None not in launches else None),
@@ -86,8 +94,10 @@ def gap(bd: dict[str, Any], step: dict[str, Any] | None) -> dict[str, Any] | Non
            "gap_host_us": None if host is None else host - k,
            "gap_graph_us": None if graph is None else graph - k,
            "graph_vs_sum_pct": None if graph is None or k <= 0 else 100.0 * (graph / k - 1.0),
+           # the chain plus the step's collectives (measured under torchrun, else estimated)
            "step_with_comm_est_us": None if host is None
-           else (graph if graph is not None else host) + bd["estimated_us"]}
+           else (graph if graph is not None else host) + bd.get("comm_us", bd["estimated_us"]),
+           "comm_measured": bd.get("comm_measured", False)}
     out["gap_per_launch_us"] = (out["gap_host_us"] / n if out["gap_host_us"] is not None and n else None)
     return out
 

@@ -110,6 +110,23 @@ def _row(unit: Unit, floors: dict[str, Any], impls_m: dict[str, Any] | None) -> 
             "shapes": {c: floors[c].shapes for c in unit.covers}, "impls": impls_m or {}}
 
 
+def _comm_row(unit: Unit, floors: dict[str, Any], impls: tuple[str, ...], comm, device, dtype, meter: Meter,
+              tick) -> dict[str, Any]:
+    """A collective measured on the process group: the same time in every column (they all use the engine's
+    `Comm`), host-launched only."""
+    from moelab.profile.comm import measure_collective
+
+    tick(f"{unit.name} · {comm.size} ranks")
+    m = measure_collective(comm, unit.name, floors[unit.covers[0]].shapes, device, dtype, samples=meter.samples)
+    per = {i: {"graph": {"us": None, "error": "collectives are timed host-launched (profile.comm)"}, "host": m,
+               "launches": None, "gbps": unit.bytes_per_set / (m["us"] * 1e3) if m["us"] else None} for i in impls}
+    row = _row(unit, floors, per)
+    row["estimated"] = False
+    row["note"] = (f"measured on {comm.size} ranks ({m['path']}, {m['message_bytes']:,} B message): the slowest "
+                   f"rank's median per call, host-launched")
+    return row
+
+
 def _step(spec: ModelSpec, d, impls: tuple[str, ...], meter: Meter, device, dtype, budget: int, tick) -> dict[str, Any]:
     built = layers_that_fit(spec, d, budget)
     fits = sum(layer_bytes(spec, d, i) for i in range(built)) + head_bytes(d) <= budget
@@ -165,12 +182,14 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
             ceilings: Ceilings, dtype: torch.dtype = torch.bfloat16, meter: Meter | None = None,
             with_step: bool = True, budget_bytes: int | None = None,
             progress: Callable[[str], None] | None = None,
-            total: Callable[[int], None] | None = None) -> dict[str, Any]:
+            total: Callable[[int], None] | None = None, comm=None) -> dict[str, Any]:
     """Measure one decode step of `spec` (see the module docstring) and return the report dict.
 
     `impls`: a subset of IMPLS in order. `budget_bytes`: memory for the chained step's weights
     (default: half the free GPU memory). `total(n)` is told how many measurements follow, then
-    `progress(what)` is called before each. UserError for unsupported models or arguments.
+    `progress(what)` is called before each. `comm`: the engine's `Comm` over a process group of `tp` ranks
+    (under torchrun): the collectives are then measured (`profile.comm`), not estimated; every rank must call
+    this with the same arguments. UserError for unsupported models or arguments.
     """
     from moelab import roofline
 
@@ -199,8 +218,14 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
         total(len(impls) * 2 * (n_meas + n_chain))
     tick = progress or (lambda what: None)
 
+    if comm is not None and comm.size != tp:
+        raise UserError(f"--tp {tp} but the process group has {comm.size} ranks: start it with "
+                        f"torchrun --nproc-per-node {tp}")
     rows0 = []
     for u in units:
+        if u.estimated and comm is not None:
+            rows0.append(_comm_row(u, floors[ctxs[0]], impls, comm, device, dtype, meter, tick))
+            continue
         rows0.append(_row(u, floors[ctxs[0]], None if u.estimated else _measure_unit(u, impls, meter, spec, tick)))
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -224,7 +249,10 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
                 "host_us": step["impls"][i]["host_us"], "graph_us": step["impls"][i]["graph_us"],
                 "launches": step["impls"][i]["launches"]})
     notes = []
-    if tp > 1:
+    if tp > 1 and comm is not None:
+        notes.append(f"tp={tp} over {comm.size} processes: each op is this rank's shard; the all-reduces and the "
+                     f"logits all-gather are measured through torch.distributed (host-launched, slowest rank)")
+    elif tp > 1:
         notes.append(f"tp={tp} on one GPU: each op is one rank's shard; all-reduces and the logits all-gather "
                      f"are estimated (bytes on the wire / {ceilings.interconnect_gbps or 0:,.0f} GB/s + "
                      f"{roofline.DEFAULT_COMM_LATENCY_US:g} µs per call), not measured")
