@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..J    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..K    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -83,6 +83,12 @@ case "${1:?stage A to G}" in
     run decode-whole-rows 60 env MOELAB_LINEAR_WHOLE_ROWS=1 python benchmarks/bench_decode.py --batch 1 --rows moelab
     run attention-sweep 90 python benchmarks/bench_attention.py --no-compile --samples 10 --shapes 1x1024,1x16384 --sweep
     run decode-b8 100 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
+    ;;
+  K)  # the phase-2 wait with a nanosleep backoff: the pair kernel alone, then end to end
+    run spin-sweep 150 python benchmarks/sweep_moe.py --mode pairs --shapes qwen3,qwen35 --tokens 1,2,4 --samples 15 --spin 0,32,128,512,2048
+    run decode 60 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-spin128 60 env MOELAB_PAIRS_SPIN_SLEEP=128 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-spin512 60 env MOELAB_PAIRS_SPIN_SLEEP=512 python benchmarks/bench_decode.py --batch 1 --rows moelab
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

@@ -1,6 +1,7 @@
 """Sweep the MoE kernels' launch parameters on this GPU (graph-replayed, L2 defeated).
 
     python benchmarks/sweep_moe.py [--shapes qwen3,shard,qwen35] [--tokens 1,8] [--grouped 64,256,4096]
+    python benchmarks/sweep_moe.py --mode pairs --shapes qwen3 --tokens 1,2,4 --spin 0,64,256,1024
 
 Prints, per shape and T, each config's median µs and % of the floor (floor = distinct experts ×
 bytes per expert / measured read bandwidth), best first; writes the table as JSON to $OUT if set.
@@ -39,6 +40,8 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--device", default="cuda", help="cuda; cpu only to smoke-test the script (times mean nothing)")
     ap.add_argument("--grouped", default="", help="token counts for the grouped (prefill) path sweep, qwen3 shape")
+    ap.add_argument("--spin", default="", help="pairs mode: only the default config, with these nanosleep backoffs "
+                    "(ns, comma-separated; 0 = the tight spin) in the phase-2 wait")
     ap.add_argument("--t1", default="all", choices=["all", "dot"],
                     help="decode mode at T=1: all configs, or only the tensor-core form, the pair kernel and cuBLAS")
     a = ap.parse_args()
@@ -86,6 +89,8 @@ def main() -> None:
                 space = [(16, 64, 16, 64, 4), (16, 128, 16, 64, 4), (32, 64, 32, 64, 4),
                          (16, 64, 32, 64, 4), (16, 128, 16, 128, 4), (16, 64, 16, 64, 2)]
             grid = [dict(BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=nw) for bi, bk, bh, bk2, nw in space]
+            if a.mode == "pairs" and a.spin:
+                grid = [dict(SPIN_SLEEP=int(ns)) for ns in a.spin.split(",")]
             if a.mode == "decode" and T == 1:
                 # The tensor-core form at T=1 (the one token padded to 16 columns): its loads feed tl.dot, so
                 # Triton software-pipelines them through shared memory (cp.async; ptxas sm_90 on the CPU:

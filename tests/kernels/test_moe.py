@@ -306,3 +306,19 @@ def test_compiles_for_sm90(sm90, job):
         # Every phase-2 wait ends in an acquire that the compiler kept (Triton 3.6 deleted an unused one: the cause
         # of the fp32 and 8-warp bugs). Checked here with whatever Triton is installed; for 3.6, docs/worklog.md.
         assert ".acquire" in ptx
+
+
+def test_pairs_backoff_compiles_for_sm90(sm90):
+    """The spin with a nanosleep between polls (SPIN_SLEEP, measured by sweep_moe.py --mode pairs): the sleep
+    survives compilation inside the wait loop, and the acquire after it is still there."""
+    job = sm90["moe_pairs_backoff"]
+    assert "error" not in job, job.get("error")
+    assert "nanosleep.u32 256" in job["ptx"] and ".acquire" in job["ptx"]
+
+
+def test_spin_sleep_is_refused_under_the_interpreter_and_checked():
+    from moelab.kernels.moe_decode import spin_asm
+
+    assert spin_asm(0) == "" and "nanosleep.u32 100;" in spin_asm(100)
+    with pytest.raises(ValueError, match="SPIN_SLEEP"):
+        spin_asm(-1)

@@ -39,8 +39,17 @@ def _slot_expert(present, rank, offs_e, s):
     return tl.sum(tl.where(present & (rank == s), offs_e, 0), axis=0)
 
 
+def spin_asm(sleep_ns: int) -> str:
+    """The PTX a waiting program runs between two polls of its counter: `nanosleep` of sleep_ns (0: none, a tight
+    spin). Hundreds of waiting programs polling a few counters in L2 might slow the atomics and loads of the
+    programs they wait for; whether backing off helps is measured by benchmarks/sweep_moe.py --mode pairs."""
+    if sleep_ns < 0 or sleep_ns > 1_000_000:
+        raise ValueError(f"SPIN_SLEEP must be 0..1000000 ns, not {sleep_ns}")
+    return f"{{ nanosleep.u32 {int(sleep_ns)}; mov.b32 $0, $1; }}" if sleep_ns else ""
+
+
 @triton.jit
-def _wait_geq(ptr, target, n):
+def _wait_geq(ptr, target, n, SPIN_ASM: tl.constexpr):
     """Wait until *ptr ≥ target, then return n: the bound of the loads this wait guards, which must use it.
 
     Spin on plain volatile loads (cheap for L2), then one acquire at GPU scope and a barrier, so the data the
@@ -51,6 +60,8 @@ def _wait_geq(ptr, target, n):
     with this on the H200 (docs/worklog.md)."""
     v = tl.load(ptr, volatile=True)
     while v < target:
+        if SPIN_ASM != "":  # back off (nanosleep) between polls; inline PTX: never under the interpreter
+            v = tl.inline_asm_elementwise(SPIN_ASM, "=r,r", [v], dtype=tl.int32, is_pure=False, pack=1)
         v = tl.load(ptr, volatile=True)
     seen = tl.atomic_add(ptr, 0, sem="acquire", scope="gpu")
     tl.debug_barrier()
@@ -170,7 +181,7 @@ def _moe_decode_kernel(
             else:
                 w_base = w2_ptr + e.to(tl.int64) * s_w2e
                 s_row = s_w2r
-            I_ready = _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I), I_s)
+            I_ready = _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I), I_s, "")
             if USE_DOT:
                 acc = tl.zeros((BLOCK_H, BLOCK_T), dtype=tl.float32)
             else:

@@ -18,12 +18,14 @@ The shared expert, if any, is one more slot per token, weighted by sigmoid(share
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import counters
-from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq
+from moelab.kernels import counters, interpreting
+from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, spin_asm
 
 
 @triton.jit
@@ -41,7 +43,7 @@ def _moe_pairs_kernel(
     T: tl.constexpr, K: tl.constexpr, K_PAD: tl.constexpr, T_PAD: tl.constexpr,
     N_SLOTS: tl.constexpr, S_PAD: tl.constexpr, N_IBLK: tl.constexpr, N_HBLK: tl.constexpr, N1: tl.constexpr,
     BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
-    HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr,
+    HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, SPIN_ASM: tl.constexpr,
 ):
     # counters: [0, N_SLOTS) phase-1 blocks done per slot; N_SLOTS + hb: slots done for output block hb;
     # N_SLOTS + N_HBLK: output blocks done (the last resets all).
@@ -94,7 +96,7 @@ def _moe_pairs_kernel(
         kmask = offs_k < I_s
         w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
                     other=0.0, eviction_policy="evict_first")  # in flight before we wait
-        I_ready = _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I), I_s)
+        I_ready = _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I), I_s, SPIN_ASM)
         a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0, cache_modifier=".cg").to(tl.float32)
         acc = tl.sum(w.to(tl.float32) * a[None, :], axis=1)
         for k0 in range(BLOCK_K2, I_s, BLOCK_K2):
@@ -142,7 +144,9 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     results/sweep-moe-pairs-*-T1158.json) at Qwen3-30B-A3B T=1 (24.1 µs) and T=4 (75.9 µs) and Qwen3.5-35B-A3B
     T=1 (20.9 µs) alike: row blocks of 8 (~768 phase-1 programs at T=1) streaming H in chunks of 1024, output
     blocks of 32, the down projection in chunks of 256."""
-    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=256, num_warps=4)
+    # SPIN_SLEEP: the phase-2 wait's backoff in ns (0: tight spin); MOELAB_PAIRS_SPIN_SLEEP sets it for an A/B run.
+    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=256, num_warps=4,
+                SPIN_SLEEP=int(os.environ.get("MOELAB_PAIRS_SPIN_SLEEP", "0")))
 
 
 def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):
@@ -153,6 +157,9 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     k = topk_ids.shape[1]
     cfg = dict(pairs_config(T, k, H, I), **(config or {}))
     num_warps = cfg.pop("num_warps")
+    spin = spin_asm(cfg.pop("SPIN_SLEEP", 0))
+    if spin and interpreting():
+        raise ValueError("SPIN_SLEEP > 0 is inline PTX: the Triton interpreter cannot run it")
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
     n_slots = T * k + (T if shared is not None else 0)
@@ -171,6 +178,6 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         T=T, K=k, K_PAD=triton.next_power_of_2(k), T_PAD=triton.next_power_of_2(T),
         N_SLOTS=n_slots, S_PAD=triton.next_power_of_2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
-        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, num_warps=num_warps, **cfg,
+        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, num_warps=num_warps, **cfg,
     )
     return out

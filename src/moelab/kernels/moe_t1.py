@@ -64,7 +64,7 @@ def _moe_t1_kernel(
         target = tl.cdiv(I, BLOCK_I)
         I_ready = I
         for j in tl.static_range(K):
-            I_ready = tl.minimum(I_ready, _wait_geq(cnt_ptr + j, target, I))
+            I_ready = tl.minimum(I_ready, _wait_geq(cnt_ptr + j, target, I, ""))
         a = tl.load(act_ptr + offs_j[:, None] * I + offs_c[None, :], mask=jmask[:, None] & (offs_c < I_ready)[None, :],
                     other=0.0, cache_modifier=".cg").to(tl.float32)  # [K_PAD, I_PAD]
         y = tl.sum(w.to(tl.float32) * a[:, None, :], axis=2)  # [K_PAD, BLOCK_H]
