@@ -78,6 +78,7 @@ case "${1:?stage A to G}" in
     run decode-b8 100 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
     ;;
   J)  # after reverting the folded norms and the one-launch attention: confirm; the whole-row GEMV tile A/B
+      # (MOELAB_LINEAR_WHOLE_ROWS: 2.695 vs 2.707 ms, within the spread; the knob was removed after this run)
     run gpu-tests 150 python -m pytest tests/kernels/test_rope.py tests/engine/test_parity.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
     run decode 60 python benchmarks/bench_decode.py --batch 1 --rows moelab
     run decode-whole-rows 60 env MOELAB_LINEAR_WHOLE_ROWS=1 python benchmarks/bench_decode.py --batch 1 --rows moelab

@@ -35,7 +35,6 @@ lanes when it sizes BLOCK_K, a performance choice only: any warp size computes t
 from __future__ import annotations
 
 import functools
-import os
 
 import torch
 import triton
@@ -44,7 +43,6 @@ import triton.language as tl
 from moelab.kernels import counters, interpreting
 from moelab.kernels.attention import sm_count
 
-WHOLE_ROWS = os.environ.get("MOELAB_LINEAR_WHOLE_ROWS", "0") == "1"  # see linear_config
 LINEAR_MAX_T = 16  # decode sizes; a larger T belongs to a tensor-core GEMM (cuBLAS), not to a GEMV
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
@@ -148,12 +146,6 @@ def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132
     num_warps = 4
     block_k = min(32 * vec * num_warps, max(vec, triton.next_power_of_2(K)))
     block_n = min(4 if T <= 2 else 2, triton.next_power_of_2(max(N, 1)))
-    if WHOLE_ROWS and T <= 2 and K <= 4096:
-        # Experiment (MOELAB_LINEAR_WHOLE_ROWS=1): a program's whole weight tile in ONE chunk, so all of it is
-        # requested before the PDL wait and streams while the previous kernel (attention, the norm) still runs.
-        # sm_90 (ptxas, Triton 3.9): 94 registers at K=4096 (2 rows), 86 at K=2048 (4 rows), no spills.
-        block_k = max(vec, triton.next_power_of_2(K))
-        block_n = min(max(1, 8192 // block_k), triton.next_power_of_2(max(N, 1)))
     num_warps = max(1, min(num_warps, block_n * block_k // (32 * vec)))
     n_blk, chunks = triton.cdiv(N, block_n), triton.cdiv(K, block_k)
     split = 1
