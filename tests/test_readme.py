@@ -20,3 +20,24 @@ def test_readme_starts_with_the_two_commands():
     assert "python -m pytest -q" in text
     ci = (ROOT / ".ci" / "run").read_text()
     assert "python -m pytest -q\n" in ci  # CI runs exactly the README's test command
+
+
+def test_tables_leave_out_experiments_and_superseded_runs(tmp_path):
+    """A record run under a MOELAB_* switch, or marked superseded, stays in the folder but not in the README."""
+    import json
+
+    from moelab import report
+
+    def rec(name, date, **extra):
+        env = {"device": "GPU", "date": date, "commit": "c", **extra.pop("env", {})}
+        body = {"kind": "bench-decode", "env": env, "model": "m", "prompt_len": 1, "new_tokens": 2,
+                "rows": [{"batch": 1, "row": "moelab", "tokens_per_s": extra.pop("tps")}], **extra}
+        (tmp_path / name).write_text(json.dumps(body))
+
+    rec("a.json", "2026-01-01", tps=111)
+    rec("b.json", "2026-01-02", tps=222, env={"moelab_env": {"MOELAB_X": "1"}})
+    rec("c.json", "2026-01-03", tps=333, superseded="reverted")
+    md = report.results_markdown(str(tmp_path))
+    assert "`a.json`" in md and "111" in md
+    assert "222" not in md and "333" not in md
+    assert report.shipped({"env": {"moelab_env": {}}}) and not report.shipped({"env": {}, "superseded": "x"})

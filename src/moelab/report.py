@@ -106,12 +106,18 @@ def _env_line(env: dict[str, Any]) -> str:
             f"commit {str(env.get('commit'))[:12]}, {env.get('date')}")
 
 
+def shipped(r: dict) -> bool:
+    """Whether a record measured the shipped code: not one marked `superseded` (an experiment since reverted,
+    kept as history), nor one run under a MOELAB_* experiment switch (`env.moelab_env`)."""
+    return not r.get("superseded") and not (r.get("env") or {}).get("moelab_env")
+
+
 def _newest(recs: list[tuple[str, dict]], kind: str, key=lambda r: None) -> list[tuple[str, dict]]:
     """The newest record of `kind` for each value of key(record), in date order (older runs stay in the
     results folder as history; the README shows what is current)."""
     best: dict[Any, tuple[str, dict]] = {}
     for name, r in recs:
-        if r.get("kind") == kind:
+        if r.get("kind") == kind and shipped(r):
             k = key(r)
             if k not in best or r["env"]["date"] >= best[k][1]["env"]["date"]:
                 best[k] = (name, r)
@@ -130,7 +136,7 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
         except (OSError, ValueError):
             continue
     out = []
-    hws = [(n, r) for n, r in recs if r.get("kind") == "hw"]
+    hws = [(n, r) for n, r in recs if r.get("kind") == "hw" and shipped(r)]
     if hws:
         name, r = max(hws, key=lambda nr: nr[1]["env"]["date"])
         c = r["ceilings"]
@@ -167,7 +173,7 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
         out += [_md_table(["op", "T", "impl", "mode", "median µs", "IQR µs", "floor µs", "% of floor", "launches"],
                           [(x["op"], x["T"], x["impl"], x["mode"], x["median_us"], x["iqr_us"], x["floor_us"],
                             x["pct_floor"], x.get("launches")) for x in r["rows"]]), ""]
-    for name, r in _newest(recs, "bench-attention"):
+    for name, r in _newest(recs, "bench-attention", key=lambda r: tuple(sorted({(x["B"], x["ctx"]) for x in r["rows"]}))):
         out.append(f"### Decode attention (`benchmarks/bench_attention.py`)\n\nGQA {r['heads'][0]}/{r['heads'][1]} × "
                    f"{r['head_dim']}, {r['dtype']}, graph-replayed; floor = K and V bytes ÷ {r['read_gbps']:.0f} GB/s — "
                    f"{_env_line(r['env'])} — `{name}`\n")

@@ -301,6 +301,10 @@ def env_record() -> dict[str, Any]:
         "commit": _git_commit(),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "timer": "cuda_events" if cuda else "host_clock",
+        # Experiment switches set for the run (MOELAB_PDL=0, ...): a record made under one is not the shipped
+        # configuration, and the README's tables leave it out.
+        "moelab_env": {k: v for k, v in sorted(os.environ.items())
+                       if k.startswith("MOELAB_") and k not in ("MOELAB_RESULTS_DIR", "MOELAB_COMMIT")},
     }
     if cuda:
         p = torch.cuda.get_device_properties(torch.cuda.current_device())
