@@ -18,8 +18,6 @@ The shared expert, if any, is one more slot per token, weighted by sigmoid(share
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
@@ -144,9 +142,12 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     results/sweep-moe-pairs-*-T1158.json) at Qwen3-30B-A3B T=1 (24.1 µs) and T=4 (75.9 µs) and Qwen3.5-35B-A3B
     T=1 (20.9 µs) alike: row blocks of 8 (~768 phase-1 programs at T=1) streaming H in chunks of 1024, output
     blocks of 32, the down projection in chunks of 256."""
-    # SPIN_SLEEP: the phase-2 wait's backoff in ns (0: tight spin); MOELAB_PAIRS_SPIN_SLEEP sets it for an A/B run.
-    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=256, num_warps=4,
-                SPIN_SLEEP=int(os.environ.get("MOELAB_PAIRS_SPIN_SLEEP", "0")))
+    # SPIN_SLEEP: the phase-2 wait's nanosleep between polls. At T=1 128 ns beat the tight spin on the H200
+    # (sweep_moe.py --spin, 2026-12-01 14:03: Qwen3-30B-A3B 25.9 → 24.2 µs, Qwen3.5-35B-A3B 22.1 → 20.2 µs); at
+    # T=2..4 every setting was within ~1 µs (Qwen3.5 T=4: 0 best), so they keep the tight spin. End to end at
+    # batch 1 it changed nothing (2.736 vs 2.729 ms). Inline PTX: never under the interpreter.
+    sleep = 128 if T == 1 and not interpreting() else 0
+    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=256, num_warps=4, SPIN_SLEEP=sleep)
 
 
 def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):
