@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..L    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..M    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -95,6 +95,11 @@ case "${1:?stage A to G}" in
     run moe-gpu-tests 120 python -m pytest tests/kernels/test_moe.py -k gpu_ -q -x -p no:cacheprovider --tb=short -rf
     run bench-moe 190 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     run decode 60 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    ;;
+  M)  # T=32..64: the census decode kernel against the grouped path; batch 32 end to end with the census at T=32
+    run sweep-32 150 python benchmarks/sweep_moe.py --mode decode --shapes qwen3 --tokens 32,64 --grouped 32,64 --samples 10
+    run decode-b32 60 python benchmarks/bench_decode.py --batch 32 --rows moelab
+    run decode-b32-census 60 env MOELAB_DECODE_MAX_PAIRS=256 python benchmarks/bench_decode.py --batch 32 --rows moelab
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40
