@@ -10,16 +10,16 @@ The switches are at `PAIRS_MAX_T` tokens and `DECODE_MAX_PAIRS` routed (token, e
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from moelab.ops.moe import check_moe_args
 
 # Census-decode vs grouped, in T·k pairs. Measured on the H200 (bench-moe, 2026-12-01, Qwen3-30B-A3B): census
-# T=16 (128 pairs) 80 % of floor; grouped T=64 66 %. T=32 (256 pairs) is unmeasured: the boundary may move up.
+# T=16 (128 pairs) 80 % of floor; grouped T=64 66 %. At T=32 (256 pairs) the two tie alone (335 vs 338 µs,
+# sweep-moe-census-vs-grouped-t32-…T1412.json) and the census loses end to end at batch 32 (19.9 against
+# 18.3 ms per step, bench-decode-…T141258), so the boundary stays at 128 pairs.
 # The census costs every program T·k·E compares, which is what keeps it to decode sizes.
-DECODE_MAX_PAIRS = int(os.environ.get("MOELAB_DECODE_MAX_PAIRS", "128"))  # the env var: an A/B switch (session 4)
+DECODE_MAX_PAIRS = 128
 # At T=1 the k experts are distinct, so pair slots read each byte once; beyond, pairs sharing an expert
 # re-read it, yet the GEMV pair kernel still won at T=2 (43 vs 61 µs) and T=4 (78 vs 87 µs), Qwen3-30B-A3B,
 # H200 sweeps of 2026-12-01 (benchmarks/results/sweep-moe-*.json); the census kernel wins from T=8.
