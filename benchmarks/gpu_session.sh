@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..N    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..O    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -105,6 +105,10 @@ case "${1:?stage A to G}" in
   N)  # a current profile (qk_norm_rope_kv), and the attention heuristic at 64k and batch 8
     run profile 150 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 10 --impl eager,moelab --save
     run attention-sweep 70 python benchmarks/bench_attention.py --no-compile --samples 10 --shapes 1x65536,8x16384 --sweep
+    ;;
+  O)  # the attention heuristic with long splits on 128-key tiles: GPU tests, then the attention bench
+    run attention-tests 80 python -m pytest tests/kernels/test_attention.py -q -x -p no:cacheprovider --tb=short -rf
+    run attention 60 python benchmarks/bench_attention.py --no-compile --samples 15
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

@@ -138,8 +138,9 @@ def test_split_heuristic_fills_the_gpu_without_empty_tiles():
     from moelab.kernels.attention import launch_params
 
     assert launch_params(1, 4, 1024, 128, 132) == (64, 16)  # 1k: one 64-key tile per split, 64 programs
-    assert launch_params(1, 4, 65536, 128, 132) == (64, 66)  # 64k: 264 programs = 2 per SM
-    assert launch_params(8, 4, 16384, 128, 132) == (64, 8)  # B=8: 256 programs, no second wave
+    assert launch_params(1, 4, 65536, 128, 132) == (128, 33)  # 64k: long splits, 128-key tiles, 1 program per SM
+    assert launch_params(1, 4, 16384, 128, 132) == (128, 33)  # 16k: 248 keys per split at 66 → halved
+    assert launch_params(8, 4, 16384, 128, 132) == (128, 4)  # B=8: 128 programs, no second wave
     assert launch_params(64, 4, 16384, 128, 132)[1] == 1  # enough sequences: one split, no combine
     assert launch_params(1, 1, 10**6, 256, 132) == (32, 256)  # capped at 256 splits
 

@@ -189,12 +189,17 @@ def launch_params(b: int, hk: int, s_hint: int, d: int, sms: int) -> tuple[int, 
     70 KB of shared memory (sm_90 compile), so 3 fit per SM.
     splits: B·Hk·splits ≤ 2 programs per SM (rounded down, so no second wave: at B=8, Hk=4 on 132 SMs, 9 splits
     would make 288 programs and a 24-program tail; 8 make 256) — but no more splits than the (hinted) sequence has
-    tiles, and at most 256 (the combine reads all of them). Analytic, not yet swept on an H200:
-    `benchmarks/bench_attention.py --sweep` times the neighbours.
+    tiles, and at most 256 (the combine reads all of them).
+    Long splits (≥ 192 keys each at D ≤ 128): tiles of 128 keys and half the splits, one program per SM. The
+    H200 sweeps (`bench_attention.py --sweep`, 2026-12-01, bench-attention-…T135759 and …T141843) found that
+    faster at every long shape timed: B=1 16k 17.1 against 18.3 µs, 64k 41.8 against 43.0, B=8 16k 70.1 against
+    71.4. At 1k, 16 splits of 64 stay the best of 12 (7.1 µs).
     """
     block_n = 64 if d <= 128 else 32
-    splits = (2 * sms) // (b * hk)
-    return block_n, max(1, min(splits, triton.cdiv(s_hint, block_n), _MAX_SPLITS))
+    splits = max(1, min((2 * sms) // (b * hk), triton.cdiv(s_hint, block_n), _MAX_SPLITS))
+    if d <= 128 and splits >= 2 and s_hint >= 192 * splits:
+        return 128, splits // 2
+    return block_n, splits
 
 
 def decode_attention(
