@@ -173,7 +173,14 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
         out += [_md_table(["op", "T", "impl", "mode", "median µs", "IQR µs", "floor µs", "% of floor", "launches"],
                           [(x["op"], x["T"], x["impl"], x["mode"], x["median_us"], x["iqr_us"], x["floor_us"],
                             x["pct_floor"], x.get("launches")) for x in r["rows"]]), ""]
-    for name, r in _newest(recs, "bench-attention", key=lambda r: tuple(sorted({(x["B"], x["ctx"]) for x in r["rows"]}))):
+    def shapes(r):
+        return frozenset((x["B"], x["ctx"]) for x in r["rows"])
+
+    att = _newest(recs, "bench-attention", key=shapes)
+    # a partial run (a sweep of two shapes) shows only while no newer run covers its shapes too
+    att = [(n, r) for n, r in att if not any(shapes(r) < shapes(o) and o["env"]["date"] > r["env"]["date"]
+                                             for _, o in att)]
+    for name, r in att:
         out.append(f"### Decode attention (`benchmarks/bench_attention.py`)\n\nGQA {r['heads'][0]}/{r['heads'][1]} × "
                    f"{r['head_dim']}, {r['dtype']}, graph-replayed; floor = K and V bytes ÷ {r['read_gbps']:.0f} GB/s — "
                    f"{_env_line(r['env'])} — `{name}`\n")
