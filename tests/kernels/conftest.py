@@ -149,10 +149,6 @@ SM90_JOBS = {
                {"T_PAD": 1, "BLOCK_E": 2, "BLOCK_H": 2048, "N_PROG": 64, "K": 8, "K_PAD": 8, "E_PAD": 128, "SCORING": 0,
                 "RENORM": True, "HAS_BIAS": False, "N_GROUP": 1, "TOPK_GROUP": 1, "USE_PDL": True},
                ["x_ptr", "w_ptr", "H", "s_xt", "s_we"]),
-    "kv_write": ("kv_cache", "_kv_write_kernel",
-                 {"k_ptr": "*bf16", "v_ptr": "*bf16", "kc_ptr": "*bf16", "vc_ptr": "*bf16", "pos_ptr": "*i64"},
-                 {"skd": 1, "svd": 1, "scd": 1, "sdd": 1, "BLOCK_D": 128},
-                 ["k_ptr", "v_ptr", "kc_ptr", "vc_ptr", "D", "skb", "skh", "svb", "svh", "scb", "sch", "scs"]),
 }
 
 _SM90_SCRIPT = r"""

@@ -166,7 +166,7 @@ def test_reference_is_hf_qwen3_and_qwen3_next():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("b,hq,hk,d,rot", [(1, 32, 4, 128, None), (3, 6, 2, 12, 8)])
 def test_kv_variant_writes_the_cache(b, hq, hk, d, rot, dtype, norm, close):
-    """qk_norm_rope_kv = qk_norm_rope, then kv_write: q comes back, k (normed, rotated) and v land at positions[b]
+    """qk_norm_rope_kv = qk_norm_rope, then the append: q comes back, k (normed, rotated) and v land at positions[b]
     of each sequence's cache rows, and nothing else in the cache changes."""
     s_max = 9
     q, k, qw, kw, _ = _inputs(b, hq, hk, d, dtype)
@@ -185,12 +185,53 @@ def test_kv_variant_writes_the_cache(b, hq, hk, d, rot, dtype, norm, close):
     assert torch.equal(vc, vc_ref)
 
 
+def test_kv_variant_strided_views_int32_and_out_of_range_positions():
+    """k and v as views of one fused qkv projection (as the engine makes them), int32 positions; a position outside
+    the cache writes nothing (the kernel cannot raise from the device)."""
+    b, hq, hk, d, s_max = 2, 4, 2, 16, 8
+    g = torch.Generator().manual_seed(3)
+    qkv = torch.randn(b, hq + 2 * hk, d, generator=g).to(DEV)
+    q, k, v = qkv[:, :hq], qkv[:, hq:hq + hk], qkv[:, hq + hk:]
+    qw, kw = (1 + 0.1 * torch.randn(d, generator=g)).to(DEV), (1 + 0.1 * torch.randn(d, generator=g)).to(DEV)
+    f, ref = ops.get("qk_norm_rope_kv", "moelab"), ops.get("qk_norm_rope_kv", "eager")
+    args = dict(eps=1e-6, rope_theta=1e4)
+    kc, vc = torch.randn(b, hk, s_max, d, device=DEV), torch.randn(b, hk, s_max, d, device=DEV)
+    kc2, vc2 = kc.clone(), vc.clone()
+    pos = torch.tensor([5, 0], dtype=torch.int32, device=DEV)
+    torch.testing.assert_close(f(q, k, v, qw, kw, pos, kc, vc, **args), ref(q, k, v, qw, kw, pos, kc2, vc2, **args))
+    torch.testing.assert_close(kc, kc2)
+    assert torch.equal(vc, vc2) and torch.equal(vc[torch.arange(b), :, pos.long()], v)
+    before_k, before_v = kc.clone(), vc.clone()
+    f(q, k, v, qw, kw, torch.tensor([s_max, -1], device=DEV), kc, vc, **args)
+    assert torch.equal(kc, before_k) and torch.equal(vc, before_v)
+
+
+@pytest.mark.parametrize("impl", ["eager", "moelab"])
+@pytest.mark.parametrize("what,match", [("k_shape", r"\bk (has shape|must be)"), ("v_shape", r"v must be \[2, 2, 16\]"),
+                                         ("v_dtype", "v is torch.float16"), ("pos_shape", r"positions (has shape \(1,\)|must be \[2\])"),
+                                         ("cache", "one shape")])
+def test_kv_variant_bad_input_names_it(impl, what, match):
+    q, k, qw, kw, pos = _inputs(2, 4, 2, 16, torch.float32)
+    v, kc = k.clone(), torch.zeros(2, 2, 5, 16, device=DEV)
+    vc = kc.clone()
+    if what == "k_shape":
+        k = k[:, :, :8]
+    elif what == "v_shape":
+        v = v[:, :1]
+    elif what == "v_dtype":
+        v = v.half()
+    elif what == "pos_shape":
+        pos = pos[:1]
+    else:
+        vc = vc[:, :1]
+    with pytest.raises(ValueError, match=match):
+        ops.get("qk_norm_rope_kv", impl)(q, k, v, qw, kw, pos, kc, vc, eps=1e-6, rope_theta=1e4)
+
+
 def test_kv_variant_errors():
     q, k, qw, kw, pos = _inputs(2, 4, 2, 16, torch.float32)
     kc = torch.zeros(2, 2, 5, 16, device=DEV)
     f = ops.get("qk_norm_rope_kv", "moelab")
-    with pytest.raises(ValueError, match="kv_write: v must be"):
-        f(q, k, k[:, :1], qw, kw, pos, kc, kc.clone(), eps=1e-6, rope_theta=1e4)
     with pytest.raises(ValueError, match="the cache torch.float16"):
         f(q, k, k, qw, kw, pos, kc.half(), kc.half(), eps=1e-6, rope_theta=1e4)
     hb = kc.bfloat16()  # bf16 activations with fp32 norm weights normalise to fp32: not the cache's dtype

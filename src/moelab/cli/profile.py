@@ -197,8 +197,8 @@ def profile_cmd(
         if size != tp:
             raise UserError(f"torchrun started {size} processes but --tp is {tp}: they must be equal")
         comm = Comm(device=init_distributed(rank, size, local))
-        if rank != 0:  # rank 0 alone prints and saves; the others measure alongside it
-            json_out, save, csv_out, plot = True, False, None, None
+        if rank != 0:  # rank 0 alone prints and saves; the others measure alongside it (no progress bar)
+            json_out = True
     from moelab import hardware
 
     ceil = hardware.ceilings(gpu)

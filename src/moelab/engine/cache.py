@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 
-from moelab import ops
 from moelab.engine.config import EngineConfig
 
 
@@ -13,13 +12,12 @@ class KVCache:
 
     [B, Hk, S, D] is the layout `ops.decode_attention` reads (and Hugging Face's static cache keeps): one
     KV head's sequence is contiguous, so a program streams it. Positions are written in place; nothing is
-    ever reallocated, so the buffers' addresses stay fixed for CUDA-graph replay.
+    ever reallocated, so the buffers' addresses stay fixed for CUDA-graph replay. A decode step's K and V are
+    appended by the attention prologue itself (`ops.qk_norm_rope_kv`).
     """
 
-    def __init__(self, cfg: EngineConfig, batch: int, max_len: int, dtype: torch.dtype, device: torch.device,
-                 impl: str = "eager"):
+    def __init__(self, cfg: EngineConfig, batch: int, max_len: int, dtype: torch.dtype, device: torch.device):
         self.batch, self.max_len = batch, max_len
-        self.kv_write = ops.get("kv_write", impl)  # decode appends: the reference or moelab's one-launch kernel
         shape = (batch, cfg.kv_heads, max_len, cfg.head_dim)
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(cfg.layers)]
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(cfg.layers)]
@@ -33,7 +31,3 @@ class KVCache:
         P = k.shape[1]
         self.k[layer][:, :, :P].copy_(k.transpose(1, 2))
         self.v[layer][:, :, :P].copy_(v.transpose(1, 2))
-
-    def write_decode(self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> None:
-        """k, v: [B, Hk, D], one token per sequence b at positions[b] (a device tensor: no host sync)."""
-        self.kv_write(self.k[layer], self.v[layer], k, v, positions)

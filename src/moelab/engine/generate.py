@@ -76,7 +76,7 @@ class Engine:
         self.embed = weights["embed"]
         self.device, self.dtype = self.embed.device, self.embed.dtype
         self.model = Model(cfg, weights, impl)
-        self.cache = KVCache(cfg, batch, max_len, self.dtype, self.device, impl)
+        self.cache = KVCache(cfg, batch, max_len, self.dtype, self.device)
         # The eager references are not capturable (the MoE reference asks the host which experts were hit),
         # and they are the "before" of every comparison anyway: they launch from Python.
         self.use_graphs = use_graphs and self.device.type == "cuda" and impl == "moelab"

@@ -330,10 +330,8 @@ class _ExpertParallel:
 class _CacheRows:
     """Sequences a..b-1 of a KVCache, with its interface: views, so writes land in the cache itself."""
 
-    write_decode = KVCache.write_decode
-
     def __init__(self, cache: KVCache, a: int, b: int):
-        self.batch, self.max_len, self.kv_write = b - a, cache.max_len, cache.kv_write
+        self.batch, self.max_len = b - a, cache.max_len
         self.k = [t[a:b] for t in cache.k]
         self.v = [t[a:b] for t in cache.v]
 

@@ -20,8 +20,6 @@ import torch
 
 from moelab import ops
 from moelab.kernels.attention import decode_attention as _decode_attention_kernel
-from moelab.kernels.kv_cache import check_kv_write_args
-from moelab.kernels.kv_cache import kv_write as _kv_write_kernel
 
 
 def decode_attention_reference(
@@ -77,24 +75,4 @@ ops.register(
     _decode_attention_kernel,
     doc="Flash-decoding attention over a [B, Hk, S_max, D] KV cache with per-sequence lengths, GQA, "
     "optional sinks and sliding window.",
-)
-
-
-def kv_write_reference(k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                       positions: torch.Tensor) -> None:
-    """Append one token per sequence to a static cache, in place: k_cache[b, :, positions[b]] = k[b] (and v).
-
-    Shapes: k_cache/v_cache [B, Hk, S_max, D]; k/v [B, Hk, D]; positions [B] int (device tensor: no host sync).
-    """
-    check_kv_write_args(k_cache, v_cache, k, v, positions)
-    rows = torch.arange(k_cache.shape[0], device=k_cache.device)
-    k_cache[rows, :, positions] = k
-    v_cache[rows, :, positions] = v
-
-
-ops.register(
-    "kv_write",
-    kv_write_reference,
-    _kv_write_kernel,
-    doc="Append one decode token's K and V to a [B, Hk, S_max, D] static cache at per-sequence positions (one launch).",
 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from moelab import ops
+from moelab.kernels.rope import check_kv_args
 from moelab.kernels.rope import qk_norm_rope as _qk_norm_rope_kernel
 from moelab.kernels.rope import qk_norm_rope_kv as _qk_norm_rope_kv_kernel
 from moelab.kernels.rope import rope as _rope_kernel
@@ -104,16 +105,17 @@ def qk_norm_rope_kv_reference(
     offset: bool = False,
 ) -> torch.Tensor:
     """A decode step's attention prologue: q/k norm (none when the weights are None) and RoPE, then the new k and v
-    appended to the static cache at `positions` (`ops.attention.kv_write_reference`). q, k, v: [B, H·, D], one token
-    per sequence. Returns q_out; the caches are written in place."""
-    from moelab.ops.attention import kv_write_reference
-
+    appended to the static cache at `positions`. q, k, v: [B, H·, D], one token
+    per sequence. Returns q_out; the caches are written in place (`k_cache[b, :, positions[b]] = k_out[b]`, and v)."""
+    check_kv_args(k_cache, v_cache, k, v, positions)
     if q_weight is None and k_weight is None:
         q_out, k_out = rope_reference(q, k, positions, rope_theta=rope_theta, rotary_dim=rotary_dim)
     else:
         q_out, k_out = qk_norm_rope_reference(q, k, q_weight, k_weight, positions, eps=eps, rope_theta=rope_theta,
                                               rotary_dim=rotary_dim, offset=offset)
-    kv_write_reference(k_cache, v_cache, k_out, v, positions)
+    rows = torch.arange(k_cache.shape[0], device=k_cache.device)
+    k_cache[rows, :, positions] = k_out
+    v_cache[rows, :, positions] = v
     return q_out
 
 

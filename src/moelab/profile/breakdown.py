@@ -96,8 +96,8 @@ def gap(bd: dict[str, Any], step: dict[str, Any] | None) -> dict[str, Any] | Non
            "graph_vs_sum_pct": None if graph is None or k <= 0 else 100.0 * (graph / k - 1.0),
            # the chain plus the step's collectives (measured under torchrun, else estimated)
            "step_with_comm_est_us": None if host is None
-           else (graph if graph is not None else host) + bd.get("comm_us", bd["estimated_us"]),
-           "comm_measured": bd.get("comm_measured", False)}
+           else (graph if graph is not None else host) + bd["comm_us"],
+           "comm_measured": bd["comm_measured"]}
     out["gap_per_launch_us"] = (out["gap_host_us"] / n if out["gap_host_us"] is not None and n else None)
     return out
 
