@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..O    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..P    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -109,6 +109,13 @@ case "${1:?stage A to G}" in
   O)  # the attention heuristic with long splits on 128-key tiles: GPU tests, then the attention bench
     run attention-tests 80 python -m pytest tests/kernels/test_attention.py -q -x -p no:cacheprovider --tb=short -rf
     run attention 60 python benchmarks/bench_attention.py --no-compile --samples 15
+    ;;
+  P)  # session 5: q/k norm + RoPE + KV append fused into the split kernel, PDL prefetch of its first K/V tile
+    run gpu-tests 200 python -m pytest tests/kernels/test_attention.py tests/kernels/test_rope.py tests/engine/test_parity.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
+    run decode 60 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-unfused 60 env MOELAB_ATTN_KV=0 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run trace-b1 80 python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    run decode-b8 100 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

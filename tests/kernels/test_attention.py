@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from moelab import ops
-from moelab.kernels.attention import decode_attention
-from moelab.ops.attention import decode_attention_reference
+from moelab.kernels.attention import decode_attention, decode_attention_kv
+from moelab.ops.attention import decode_attention_kv_reference, decode_attention_reference
 
 DTYPES = [torch.float32, torch.float16]
 DEV = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: the Triton interpreter
@@ -193,3 +193,134 @@ def test_compiles_for_sm90(sm90):
     split = _ptx(sm90, "attention_split")
     assert "cp.async" in split and "mma.sync" in split
     _ptx(sm90, "attention_combine")
+
+
+# ---- decode_attention_kv: the q/k prologue and the KV append fused into the split kernel ----
+
+def _kv_inputs(b, hq, hk, s_max, d, dtype, norm=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    qkv = torch.randn(b, hq + 2 * hk, d, generator=g).to(dtype)  # one fused projection, viewed as q, k, v
+    q, k, v = (t.to(DEV) for t in (qkv[:, :hq], qkv[:, hq:hq + hk], qkv[:, hq + hk:]))
+    qw = (1 + 0.1 * torch.randn(d, generator=g)).to(dtype).to(DEV) if norm else None
+    kw = (1 + 0.1 * torch.randn(d, generator=g)).to(dtype).to(DEV) if norm else None
+    kc = torch.randn(b, hk, s_max, d, generator=g).to(dtype).to(DEV)
+    vc = torch.randn(b, hk, s_max, d, generator=g).to(dtype).to(DEV)
+    return q, k, v, qw, kw, kc, vc
+
+
+def _run_kv(inp, pos, close, poison=True, **kw):
+    """Kernel against the composed references: the output, and the caches (k normalised and rotated at positions[b],
+    v copied, nothing else changed). With `poison`, the kernel's cache rows at and past each position are NaN
+    first: it must read none of them (the new row comes from registers)."""
+    q, k, v, qw, kw_, kc, vc = inp
+    positions = torch.tensor(pos, device=DEV)
+    kc_ref, vc_ref = kc.clone(), vc.clone()
+    args = dict(eps=1e-6, rope_theta=1e4)
+    args.update({n: kw.pop(n) for n in ("rotary_dim", "offset", "scale", "sinks", "window") if n in kw})
+    ref = decode_attention_kv_reference(q, k, v, qw, kw_, positions, kc_ref, vc_ref, **args)
+    if poison:
+        for i, p in enumerate(pos):
+            kc[i, :, p:] = float("nan")
+            vc[i, :, p:] = float("nan")
+            kc_ref[i, :, p + 1:] = float("nan")
+            vc_ref[i, :, p + 1:] = float("nan")
+    out = torch.full(q.shape, float("nan"), dtype=q.dtype, device=DEV)
+    got = decode_attention_kv(q, k, v, qw, kw_, positions, kc, vc, out=out, **args, **kw)
+    assert got is out
+    close(got, ref)
+    torch.testing.assert_close(kc, kc_ref, equal_nan=True, rtol=0, atol=1e-6 if q.dtype == torch.float32 else 0)
+    assert torch.equal(vc.nan_to_num(7.0), vc_ref.nan_to_num(7.0))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("norm", [True, False])
+@pytest.mark.parametrize("splits", [None, 1, 5])
+def test_kv_fused_matches_the_composed_references(dtype, norm, splits, close):
+    # Positions 0 (the new key alone), 16 (the first row of a tile), 99, and a length that leaves some splits empty.
+    inp = _kv_inputs(4, 8, 2, 120, 32, dtype, norm)
+    _run_kv(inp, [0, 16, 99, 3], close, num_splits=splits, block_n=16)
+
+
+def test_kv_fused_partial_rotary_offset_norm_window_sinks_and_gqa1(close):
+    inp = _kv_inputs(2, 4, 4, 64, 32, torch.float32, seed=1)
+    _run_kv(inp, [40, 9], close, rotary_dim=8, offset=True, num_splits=3, block_n=16)
+    inp = _kv_inputs(2, 8, 2, 64, 16, torch.float32, seed=2)
+    _run_kv(inp, [63, 20], close, window=7, sinks=torch.randn(8, device=DEV), num_splits=2, block_n=16)
+    inp = _kv_inputs(1, 6, 2, 40, 12, torch.float16, seed=3)  # head_dim 12: masked columns, padded tile
+    _run_kv(inp, [31], close, scale=0.2)
+
+
+def test_kv_fused_position_outside_the_cache_writes_nothing(close):
+    # The device cannot raise: a position past the cache attends to all of it and appends nothing (as
+    # qk_norm_rope_kv + decode_attention, whose lengths clamp to S_max).
+    q, k, v, qw, kw, kc, vc = _kv_inputs(1, 4, 2, 16, 16, torch.float32)
+    before_k, before_v = kc.clone(), vc.clone()
+    got = decode_attention_kv(q, k, v, qw, kw, torch.tensor([16], device=DEV), kc, vc, eps=1e-6, rope_theta=1e4)
+    assert torch.equal(kc, before_k) and torch.equal(vc, before_v)
+    from moelab.ops.rope import qk_norm_rope_reference
+    qr, _ = qk_norm_rope_reference(q, k, qw, kw, torch.tensor([16], device=DEV), eps=1e-6, rope_theta=1e4)
+    close(got, decode_attention_reference(qr, kc, vc, torch.tensor([16], device=DEV)))
+
+
+def test_kv_fused_registry_and_errors():
+    assert ops.get("decode_attention_kv", "moelab") is decode_attention_kv
+    assert ops.get("decode_attention_kv", "eager") is decode_attention_kv_reference
+    q, k, v, qw, kw, kc, vc = _kv_inputs(2, 4, 2, 8, 16, torch.float32)
+    pos = torch.tensor([1, 2], device=DEV)
+    a = dict(eps=1e-6, rope_theta=1e4)
+    with pytest.raises(ValueError, match="q must be \\[B, Hq, D\\]"):
+        decode_attention_kv(q[:, None], k, v, qw, kw, pos, kc, vc, **a)
+    with pytest.raises(ValueError, match="give both q_weight and k_weight"):
+        decode_attention_kv(q, k, v, qw, None, pos, kc, vc, **a)
+    with pytest.raises(ValueError, match="q_weight must be \\[16\\]"):
+        decode_attention_kv(q, k, v, qw[:8], kw, pos, kc, vc, **a)
+    with pytest.raises(ValueError, match="rotary_dim 5"):
+        decode_attention_kv(q, k, v, qw, kw, pos, kc, vc, rotary_dim=5, **a)
+    with pytest.raises(ValueError, match="v must be"):
+        decode_attention_kv(q, k, v[:, :1], qw, kw, pos, kc, vc, **a)
+    with pytest.raises(ValueError, match="positions must be"):
+        decode_attention_kv(q, k, v, qw, kw, pos[:1], kc, vc, **a)
+    hb = kc.half()  # fp16 activations with fp32 norm weights normalise to fp32: not the cache's dtype
+    with pytest.raises(ValueError, match="the cache is torch.float16"):
+        decode_attention_kv(q.half(), k.half(), v.half(), qw, kw, pos, hb, hb.clone(), **a)
+
+
+@pytest.mark.parametrize("pos", [[0, 1023], [16383, 70000]])
+def test_gpu_bf16_kv_fused(pos, close):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (bf16 tl.dot, PDL launch)")
+    inp = _kv_inputs(2, 32, 4, max(pos) + 1, 128, torch.bfloat16)
+    _run_kv(inp, pos, close)
+    inp = _kv_inputs(2, 32, 4, max(pos) + 1, 128, torch.bfloat16, seed=1)
+    _run_kv(inp, pos, close, num_splits=1)
+
+
+def test_gpu_kv_fused_graph_replay_as_the_sequence_grows(close):
+    # The engine's use: one captured step replayed while positions advance; each replay appends one row.
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU (graph capture)")
+    q, k, v, qw, kw, kc, vc = _kv_inputs(2, 32, 4, 2048, 128, torch.bfloat16)
+    pos = torch.tensor([5, 700], device="cuda")
+    out = torch.empty_like(q)
+    a = dict(eps=1e-6, rope_theta=1e6)
+    kc_ref, vc_ref = kc.clone(), vc.clone()
+    decode_attention_kv(q, k, v, qw, kw, pos, kc.clone(), vc.clone(), out=out, **a)  # warm-up outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        decode_attention_kv(q, k, v, qw, kw, pos, kc, vc, out=out, **a)
+    for _ in range(3):
+        q.copy_(torch.randn_like(q)), k.copy_(torch.randn_like(k)), v.copy_(torch.randn_like(v))
+        graph.replay()
+        close(out, decode_attention_kv_reference(q, k, v, qw, kw, pos, kc_ref, vc_ref, **a))
+        pos += 1
+    close(kc, kc_ref)
+    assert torch.equal(vc, vc_ref)
+
+
+def test_compiles_for_sm90_kv_fused(sm90):
+    # The fused decode form: PDL (griddepcontrol.wait after the first tile's loads), tensor-core dots, the
+    # libdevice cos/sin of the RoPE helper.
+    ptx = _ptx(sm90, "attention_split_kv")
+    assert "griddepcontrol.wait" in ptx and "mma.sync" in ptx and "__nv_cosf" in ptx
+    assert ptx.index("ld.global") < ptx.index("griddepcontrol.wait")  # the first tile is requested before the wait

@@ -48,7 +48,7 @@ def test_units_cover_the_graph_and_counts_times_add_up(fake_meter, cfg):
     assert e["gap"]["gap_per_launch_us"] == pytest.approx((2000.0 - want) / 100)
     assert e["rel_err_vs_eager"] == 0.0
     # --ctx sweep: attention re-measured, its floor grows with the context
-    att = [next(r for r in pc["ops"] if r["name"] == "attention") for pc in res["per_ctx"]]
+    att = [next(r for r in pc["ops"] if r["name"].endswith("attention")) for pc in res["per_ctx"]]
     assert att[1]["floor_us"] > att[0]["floor_us"]
     assert [r["ctx"] for r in res["sweep"]] == [16, 64]
     if spec.layer_types.count("linear_attention"):
@@ -93,7 +93,7 @@ def test_moelab_chain_matches_eager_under_the_interpreter(fake_meter, batch, rou
     assert res["per_ctx"][0]["breakdown"]["moelab"]["missing"] == []
     errs = {r["name"]: r["impls"]["moelab"]["rel_err_vs_eager"] for r in res["per_ctx"][0]["ops"]
             if not r["estimated"] and not r["torch_only"]}
-    assert set(errs) >= {"add_rmsnorm", "qk_norm_rope", "attention", router, "experts"}
+    assert set(errs) >= {"add_rmsnorm", "qk_norm_rope+attention", router, "experts"}
     assert all(e < 2e-3 for e in errs.values()), errs  # fp16 tolerance of tests/kernels
 
 

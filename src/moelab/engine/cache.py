@@ -13,7 +13,7 @@ class KVCache:
     [B, Hk, S, D] is the layout `ops.decode_attention` reads (and Hugging Face's static cache keeps): one
     KV head's sequence is contiguous, so a program streams it. Positions are written in place; nothing is
     ever reallocated, so the buffers' addresses stay fixed for CUDA-graph replay. A decode step's K and V are
-    appended by the attention prologue itself (`ops.qk_norm_rope_kv`).
+    appended by the attention prologue itself (`ops.decode_attention_kv`).
     """
 
     def __init__(self, cfg: EngineConfig, batch: int, max_len: int, dtype: torch.dtype, device: torch.device):

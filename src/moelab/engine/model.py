@@ -5,7 +5,8 @@ entries) followed by an MLP (routed experts, optionally a shared expert, or dens
 residual-add + RMSNorm. Tokens travel flat: prefill is [B·P, H] (B prompts of P tokens), decode [B, H].
 
 Which code runs where:
-  * norms, q/k norm + RoPE (at decode together with the KV-cache append), decode attention, router + routing, experts: `ops.get(name, impl)`;
+  * norms, q/k norm + RoPE, decode attention (at decode one op with the q/k prologue and the KV-cache append),
+    router + routing, experts: `ops.get(name, impl)`;
   * dense projections (qkv, o, lm_head, dense MLPs): `moelab.ops.linear.dense_for(impl)` — moelab's decode
     GEMV at decode sizes (cuBLAS was at 32-48 % of the floor on qkv/o in the H200 profile, docs/worklog.md),
     cuBLAS for prefill; plain `F.linear` under impl="eager";
@@ -15,6 +16,8 @@ Which code runs where:
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.nn.functional as F
 
@@ -23,6 +26,8 @@ from moelab.engine.cache import KVCache
 from moelab.engine.config import ATTENTION, EngineConfig
 from moelab.kernels.router import FUSED_ROUTER_MAX_T
 from moelab.ops.linear import dense_for
+
+_UNFUSED_ATTENTION = os.environ.get("MOELAB_ATTN_KV", "1") == "0"
 
 
 def prefill_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -38,8 +43,7 @@ class DecodeStep:
     """Per-step index tensors, made once per step rather than once per layer (each is a kernel launch)."""
 
     def __init__(self, positions: torch.Tensor):
-        self.positions = positions  # [B] int64: where each sequence's new token goes
-        self.seq_lens = (positions + 1).to(torch.int32)  # [B]: valid cache length after the write
+        self.positions = positions  # [B] int64: where each sequence's new token goes (attention reads 0 .. it)
 
 
 class Attention:
@@ -54,9 +58,10 @@ class Attention:
         self.scale = cfg.head_dim ** -0.5
         self.qk_norm_rope = ops.get("qk_norm_rope", impl) if cfg.qk_norm == "head" else None
         self.rope = None if cfg.qk_norm == "head" else ops.get("rope", impl)  # Qwen2, Mixtral, OLMoE
-        self.norm_rope_kv = ops.get("qk_norm_rope_kv", impl)  # decode: the above and the KV append at once
+        # Decode: q/k norm + RoPE + the KV append + attention in one op (the split kernel's launch, moelab).
+        self.decode_attention_kv = ops.get("decode_attention_kv", impl)
+        self.norm_rope_kv, self.decode_attention = ops.get("qk_norm_rope_kv", impl), ops.get("decode_attention", impl)
         self.rmsnorm = ops.get("rmsnorm", impl)
-        self.decode_attention = ops.get("decode_attention", impl)
         self.dense = dense_for(impl)
 
     def full_norm(self, t: torch.Tensor, weight: torch.Tensor, which: str) -> torch.Tensor:
@@ -99,12 +104,18 @@ class Attention:
     def decode(self, x: torch.Tensor, step: DecodeStep, cache: KVCache) -> torch.Tensor:
         cfg = self.cfg
         q, k, v = self._project(x)  # [B, H·, D]
-        # q/k norm (Qwen3) or none, RoPE, and the KV append in one op (one launch under impl="moelab").
+        # q/k norm (Qwen3) or none, RoPE, the KV append and attention: one op (under impl="moelab" the split
+        # kernel does the prologue, so no launch of its own: −2.9 µs per layer expected, docs/worklog.md).
         head_norm = cfg.qk_norm == "head"
-        q = self.norm_rope_kv(q, k, v, self.q_norm if head_norm else None, self.k_norm if head_norm else None,
-                              step.positions, cache.k[self.i], cache.v[self.i], eps=cfg.rms_eps,
-                              rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim)
-        out = self.decode_attention(q, cache.k[self.i], cache.v[self.i], step.seq_lens, scale=self.scale)
+        if _UNFUSED_ATTENTION:  # A/B switch for one session's measurement (MOELAB_ATTN_KV=0): the two-op form
+            q = self.norm_rope_kv(q, k, v, self.q_norm if head_norm else None, self.k_norm if head_norm else None,
+                                  step.positions, cache.k[self.i], cache.v[self.i], eps=cfg.rms_eps,
+                                  rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim)
+            out = self.decode_attention(q, cache.k[self.i], cache.v[self.i], step.positions + 1, scale=self.scale)
+            return self.dense(out.reshape(x.shape[0], -1), self.o, self.o_bias)
+        out = self.decode_attention_kv(q, k, v, self.q_norm if head_norm else None, self.k_norm if head_norm else None,
+                                       step.positions, cache.k[self.i], cache.v[self.i], eps=cfg.rms_eps,
+                                       rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim, scale=self.scale)
         return self.dense(out.reshape(x.shape[0], -1), self.o, self.o_bias)
 
 

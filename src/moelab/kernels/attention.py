@@ -29,6 +29,7 @@ import triton
 import triton.language as tl
 
 from moelab.kernels import dot_precision, pdl_supported
+from moelab.kernels.rope import _inv_freq, _norm_rope_rows, check_kv_args
 
 _LOG2E = 1.4426950408889634
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -36,15 +37,35 @@ _MAX_SPLITS = 256
 
 
 @triton.jit
+def _attend_tile(q, k, v, kpos, kv_end, qpos, row_ok, m_i, l_i, acc, qk_scale, window,
+                 HAS_WINDOW: tl.constexpr, PRECISION: tl.constexpr):
+    """One BLOCK_N tile of keys (k, v loaded, zero past kv_end) into the online softmax state (m_i, l_i, acc)."""
+    s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N], log2 units
+    ok = (kpos[None, :] < kv_end) & (kpos[None, :] <= qpos[:, None]) & row_ok[:, None]
+    if HAS_WINDOW:
+        ok = ok & (kpos[None, :] > qpos[:, None] - window)
+    s = tl.where(ok, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with nothing visible yet stay at zero
+    p = tl.exp2(s - m_safe[:, None])
+    alpha = tl.exp2(m_i - m_safe)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def _split_kernel(
     # pointers
     q_ptr, k_ptr, v_ptr, lens_ptr, sinks_ptr, out_ptr, mid_o_ptr, mid_lse_ptr,
+    kn_ptr, vn_ptr, qw_ptr, kw_ptr, inv_freq_ptr,  # NEW_KV only: the new k, v [B, Hk, D]; q/k norm weights [D]
     # sizes
-    HK, D, NQ, S_MAX, NUM_SPLITS, qk_scale, window,
-    # strides: q/out (b, token, head, d); k/v (b, head, s, d); lens (b); mid_o (b, token, head, split, d);
-    # mid_lse (b, token, head, split)
+    HK, D, NQ, S_MAX, NUM_SPLITS, qk_scale, window, HALF, eps,  # HALF, eps: NEW_KV only (rotary_dim / 2, norm eps)
+    # strides: q/out (b, token, head, d); k/v (b, head, s, d); lens (b) — NEW_KV: the positions; mid_o (b, token,
+    # head, split, d); mid_lse (b, token, head, split); NEW_KV: kn, vn (b, head, d)
     sqb, sqi, sqh, sqd, skb, skh, sks, skd, svb, svh, svs, svd, slb,
     sob, soi, soh, sod, smb, smi, smh, sms, smd, slsb, slsi, slsh, slss,
+    sknb, sknh, sknd, svnb, svnh, svnd,
     # meta-parameters
     G: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -55,6 +76,10 @@ def _split_kernel(
     FINAL: tl.constexpr,  # one split: normalise and write `out` here
     PRECISION: tl.constexpr,  # tl.dot input_precision: "ieee" for fp32 inputs
     TRIGGER: tl.constexpr,  # FINAL only: release a PDL-launched next kernel now (kernels.pdl_supported)
+    NEW_KV: tl.constexpr,  # decode (NQ = 1): q, k raw from the projection; norm + RoPE + KV append fused here
+    NORM: tl.constexpr,  # NEW_KV: q/k RMSNorm before RoPE (else RoPE only)
+    OFFSET: tl.constexpr,  # NEW_KV: the (1 + w) norm of Qwen3-Next
+    USE_PDL: tl.constexpr,  # launched with PDL: the first K/V tile is requested before gdc_wait
 ):
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
@@ -69,12 +94,19 @@ def _split_kernel(
     row_ok = rows < G * NQ
     dcols = tl.arange(0, BLOCK_D)
     d_ok = dcols < D
-    q = tl.load(
-        q_ptr + b * sqb + qi[:, None] * sqi + head[:, None] * sqh + dcols[None, :] * sqd,
-        mask=row_ok[:, None] & d_ok[None, :], other=0.0,
-    )
 
-    seq_len = tl.minimum(tl.load(lens_ptr + b * slb).to(tl.int32), S_MAX)
+    # Everything before gdc_wait reads only what kernels before the previous one wrote (the positions or lengths,
+    # the cache rows of earlier steps): the previous kernel (the qkv projection) wrote q, k and v only.
+    if NEW_KV:
+        # The new token sits at positions[b]; its k and v are merged from registers below (and appended to the
+        # cache by the program whose chunk holds it), so the cache is read only up to the row before it.
+        pos = tl.load(lens_ptr + b * slb).to(tl.int32)
+        has_new = (pos >= 0) & (pos < S_MAX)
+        seq_len = tl.where(has_new, pos + 1, tl.minimum(tl.maximum(pos + 1, 0), S_MAX))
+        cache_end = seq_len - has_new.to(tl.int32)
+    else:
+        seq_len = tl.minimum(tl.load(lens_ptr + b * slb).to(tl.int32), S_MAX)
+        cache_end = seq_len
     qpos = seq_len - NQ + qi  # cache position of each row's token
     lo = 0
     if HAS_WINDOW:
@@ -83,28 +115,65 @@ def _split_kernel(
     chunk = tl.cdiv(tl.cdiv(seq_len - lo, NUM_SPLITS), BLOCK_N) * BLOCK_N
     start = lo + split * chunk
     end = tl.minimum(start + chunk, seq_len)
+    kv_end = tl.minimum(end, cache_end)  # cache rows this program reads: [start, kv_end)
+    k_base = k_ptr + b * skb + hk * skh
+    v_base = v_ptr + b * svb + hk * svh
+
+    n_first = start
+    if USE_PDL:
+        # The first tile's bytes go in flight while the previous kernel finishes (at 1k context it is the whole
+        # chunk of a split); the loop below starts after it.
+        kpos0 = start + tl.arange(0, BLOCK_N)
+        kv_mask0 = (kpos0 < kv_end)[:, None] & d_ok[None, :]
+        k0 = tl.load(k_base + kpos0[:, None] * sks + dcols[None, :] * skd, mask=kv_mask0, other=0.0)
+        v0 = tl.load(v_base + kpos0[:, None] * svs + dcols[None, :] * svd, mask=kv_mask0, other=0.0)
+        n_first = start + BLOCK_N
+        tl.extra.cuda.gdc_wait()  # q, k and v of this token belong to the previous kernel: read only from here on
+
+    if NEW_KV:
+        # q/k RMSNorm + RoPE of this token (the `qk_norm_rope` numerics: the same helper), then the append.
+        posf = pos.to(tl.float32)
+        qf = _norm_rope_rows(q_ptr, b * sqb + head * sqh, row_ok, qw_ptr, inv_freq_ptr, posf, D, HALF, eps, sqd,
+                             k_ptr, NORM, OFFSET, BLOCK_D)
+        q = qf.to(k_ptr.dtype.element_ty)
+        r2 = tl.arange(0, 2)  # the KV head's one row (a 2-row tile: row 1 is masked off)
+        kf = _norm_rope_rows(kn_ptr, b * sknb + hk * sknh + r2 * 0, r2 < 1, kw_ptr, inv_freq_ptr, posf, D, HALF, eps,
+                             sknd, k_ptr, NORM, OFFSET, BLOCK_D)
+        k_new = tl.sum(tl.where((r2 < 1)[:, None], kf, 0.0), axis=0)  # [BLOCK_D], rounded to the cache dtype
+        v_new = tl.load(vn_ptr + b * svnb + hk * svnh + dcols * svnd, mask=d_ok, other=0.0)
+        own = has_new & (pos >= start) & (pos < end)  # exactly one split of (b, hk) holds the new row
+        wmask = tl.where(own, d_ok, False)  # (not d_ok & own: the interpreter makes a bool vector & scalar int32)
+        tl.store(k_base + pos * sks + dcols * skd, k_new.to(k_ptr.dtype.element_ty), mask=wmask)
+        tl.store(v_base + pos * svs + dcols * svd, v_new, mask=wmask)
+    else:
+        q = tl.load(
+            q_ptr + b * sqb + qi[:, None] * sqi + head[:, None] * sqh + dcols[None, :] * sqd,
+            mask=row_ok[:, None] & d_ok[None, :], other=0.0,
+        )
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    k_base = k_ptr + b * skb + hk * skh
-    v_base = v_ptr + b * svb + hk * svh
-    for n0 in range(start, end, BLOCK_N):
+    if USE_PDL:
+        m_i, l_i, acc = _attend_tile(q, k0, v0, start + tl.arange(0, BLOCK_N), kv_end, qpos, row_ok, m_i, l_i, acc,
+                                     qk_scale, window, HAS_WINDOW, PRECISION)
+    for n0 in range(n_first, kv_end, BLOCK_N):
         kpos = n0 + tl.arange(0, BLOCK_N)
-        kv_mask = (kpos < end)[:, None] & d_ok[None, :]
+        kv_mask = (kpos < kv_end)[:, None] & d_ok[None, :]
         k = tl.load(k_base + kpos[:, None] * sks + dcols[None, :] * skd, mask=kv_mask, other=0.0)
-        s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N], log2 units
-        ok = (kpos[None, :] < end) & (kpos[None, :] <= qpos[:, None]) & row_ok[:, None]
-        if HAS_WINDOW:
-            ok = ok & (kpos[None, :] > qpos[:, None] - window)
-        s = tl.where(ok, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with nothing visible yet stay at zero
-        p = tl.exp2(s - m_safe[:, None])
-        alpha = tl.exp2(m_i - m_safe)
         v = tl.load(v_base + kpos[:, None] * svs + dcols[None, :] * svd, mask=kv_mask, other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i, l_i, acc = _attend_tile(q, k, v, kpos, kv_end, qpos, row_ok, m_i, l_i, acc, qk_scale, window,
+                                     HAS_WINDOW, PRECISION)
+    if NEW_KV:
+        # The new key, from registers: one more online-softmax step (fp32 products of the rounded q and k).
+        s_new = tl.sum(q.to(tl.float32) * k_new[None, :], axis=1) * qk_scale
+        s_new = tl.where(tl.where(own, row_ok, False), s_new, float("-inf"))
+        m_new = tl.maximum(m_i, s_new)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p_new = tl.exp2(s_new - m_safe)
+        alpha = tl.exp2(m_i - m_safe)
+        acc = acc * alpha[:, None] + p_new[:, None] * v_new.to(tl.float32)[None, :]
+        l_i = l_i * alpha + p_new
         m_i = m_new
 
     if FINAL:
@@ -215,6 +284,7 @@ def decode_attention(
     max_seq_len: int | None = None,
     num_splits: int | None = None,
     block_n: int | None = None,
+    _new_kv: tuple | None = None,
 ) -> torch.Tensor:
     """softmax(q·Kᵀ·scale [+ sink]) · V for each sequence's valid keys (flash-decoding, two launches at most).
 
@@ -224,6 +294,7 @@ def decode_attention(
     Tuning (optional): `max_seq_len` is a hint for the split count (default S_max; it never limits the
     lengths read); `num_splits`, `block_n` override the heuristic (sweeps, tests).
     Returns `out` (allocated, or the given one) of q's shape and dtype.
+    (`_new_kv` is `decode_attention_kv`'s, checked there: seq_lens are then the new tokens' positions.)
     """
     if q.dim() not in (3, 4):
         raise ValueError(f"decode_attention: q must be [B, Hq, D] or [B, Q, Hq, D]; got {tuple(q.shape)}")
@@ -288,15 +359,26 @@ def decode_attention(
         mid_lse = torch.empty((b, nq, hq, splits), dtype=torch.float32, device=dev)
         mid_strides = (*mid_o.stride(), *mid_lse.stride())
     sinks_arg = sinks if sinks is not None else q4  # unused without sinks
+    if _new_kv is None:
+        kn = vn = qw = kw = inv_freq = q4  # unused
+        half, eps, norm, offset = 0, 0.0, False, False
+        new_strides = (0,) * 6
+    else:
+        kn, vn, qw, kw, inv_freq, half, eps, norm, offset = _new_kv
+        new_strides = (*kn.stride(), *vn.stride())
+    pdl = _new_kv is not None and pdl_supported(dev)  # the qkv GEMV before it releases it early
+    launch = {"launch_pdl": True} if pdl else {}
     _split_kernel[(b * hk, splits)](
         q4, k_cache, v_cache, seq_lens, sinks_arg, out4, mid_o, mid_lse,
-        hk, d, nq, s_max, splits, scale * _LOG2E, window or 0,
+        kn, vn, qw, kw, inv_freq,
+        hk, d, nq, s_max, splits, scale * _LOG2E, window or 0, half, float(eps),
         *q4.stride(), *k_cache.stride(), *v_cache.stride(), seq_lens.stride(0),
-        *out4.stride(), *mid_strides,
+        *out4.stride(), *mid_strides, *new_strides,
         G=g, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         HAS_WINDOW=window is not None, HAS_SINKS=sinks is not None, FINAL=final,
         PRECISION=dot_precision(q.dtype),  # fp32 caches get true fp32 products, not tf32
-        TRIGGER=final and pdl_supported(dev), num_warps=4, num_stages=3,
+        TRIGGER=final and pdl_supported(dev), NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset, USE_PDL=pdl,
+        num_warps=4, num_stages=3, **launch,
     )
     if not final:
         block_s = triton.next_power_of_2(splits)
@@ -308,3 +390,73 @@ def decode_attention(
             num_warps=max(4, min(16, block_s * block_d // 2048)),  # ≤ 64 fp32 partial values per thread at warp 32
         )
     return out
+
+
+def decode_attention_kv(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    q_weight: torch.Tensor | None,
+    k_weight: torch.Tensor | None,
+    positions: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    *,
+    eps: float,
+    rope_theta: float,
+    rotary_dim: int | None = None,
+    offset: bool = False,
+    scale: float | None = None,
+    sinks: torch.Tensor | None = None,
+    window: int | None = None,
+    out: torch.Tensor | None = None,
+    max_seq_len: int | None = None,
+    num_splits: int | None = None,
+    block_n: int | None = None,
+) -> torch.Tensor:
+    """A decode step's attention from the raw projection: `qk_norm_rope_kv` then `decode_attention`, in the split
+    kernel's launch (plus the combine's, when the sequence is split).
+
+    q [B, Hq, D], k and v [B, Hk, D] (one new token per sequence, any strides: views of the fused qkv), norm
+    weights [D] or both None (RoPE only), positions [B]: the new token's position (the cache holds positions
+    0 .. positions[b]-1 already). Every split program normalises and rotates its own q heads (G heads × D, from L2);
+    the program whose chunk holds the new position normalises and rotates k, appends k and v to the cache, and
+    merges that key from registers, so no program reads the row being written. Launched with PDL: the first K/V
+    tile (the cache of earlier steps) streams while the qkv projection finishes. Returns the attention output
+    [B, Hq, D]; contract: `moelab.ops.attention.decode_attention_kv_reference`.
+
+    Napkin math (Qwen3-30B-A3B, B=1, ctx 1k, 16 splits × 4 KV heads): the prologue adds per program 8 q heads +
+    1 k head × 128 × 2 B from L2 (2.3 KB: 0.15 MB over 64 programs, redundant 16× but 7 % of the 2.1 MB of K/V) and
+    one rsqrt + 128 cos/sin per head; it removes one launch (2.9 µs of the chained step, trace-decode …T131900).
+    """
+    if q.dim() != 3:
+        raise ValueError(f"decode_attention_kv: q must be [B, Hq, D] (one new token per sequence); got {tuple(q.shape)}")
+    check_kv_args(k_cache, v_cache, k, v, positions)
+    b, hq, d = q.shape
+    if k_cache.shape[0] != b or k_cache.shape[3] != d:
+        raise ValueError(f"decode_attention_kv: k_cache is {tuple(k_cache.shape)}; expected [{b}, Hk, S_max, {d}]")
+    rotary_dim = d if rotary_dim is None else int(rotary_dim)
+    if rotary_dim < 0 or rotary_dim > d or rotary_dim % 2:
+        raise ValueError(f"decode_attention_kv: rotary_dim {rotary_dim} must be even and in 0..{d}")
+    norm = q_weight is not None or k_weight is not None
+    if norm:
+        if q_weight is None or k_weight is None:
+            raise ValueError("decode_attention_kv: give both q_weight and k_weight, or neither (RoPE only)")
+        for name, w in (("q_weight", q_weight), ("k_weight", k_weight)):
+            if tuple(w.shape) != (d,) or w.device != q.device or w.dtype not in _DTYPES:
+                raise ValueError(f"decode_attention_kv: {name} must be [{d}] float on {q.device}; got "
+                                 f"{tuple(w.shape)} {w.dtype} on {w.device}")
+        if q_weight.dtype != k_weight.dtype:
+            raise TypeError(f"decode_attention_kv: q_weight/k_weight dtypes {q_weight.dtype}/{k_weight.dtype} differ")
+        q_weight, k_weight = q_weight.contiguous(), k_weight.contiguous()
+        out_dtype = q.dtype if offset else torch.promote_types(q.dtype, q_weight.dtype)
+    else:
+        q_weight = k_weight = q  # unused
+        out_dtype = q.dtype
+    if out_dtype != k_cache.dtype or q.dtype != k_cache.dtype:
+        raise ValueError(f"decode_attention_kv: the cache is {k_cache.dtype} but q is {q.dtype} and normalised q/k "
+                         f"would be {out_dtype}")
+    inv_freq = _inv_freq(rope_theta, max(rotary_dim, 2), q.device)
+    return decode_attention(q, k_cache, v_cache, positions, scale=scale, sinks=sinks, window=window, out=out,
+                            max_seq_len=max_seq_len, num_splits=num_splits, block_n=block_n,
+                            _new_kv=(k, v, q_weight, k_weight, inv_freq, rotary_dim // 2, eps, norm, bool(offset)))

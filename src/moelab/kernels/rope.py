@@ -31,22 +31,22 @@ _INV_FREQ: dict[tuple[float, int, torch.device], torch.Tensor] = {}
 
 
 @triton.jit
-def _norm_rope_heads(
-    x_ptr, w_ptr, o_ptr, pos_ptr, inv_freq_ptr,
-    t, h0, n_heads, D, HALF, eps,
-    s_t, s_h, s_d, o_t, o_h, o_d, spt,
-    NORM: tl.constexpr, OFFSET: tl.constexpr, BLOCK_HEADS: tl.constexpr, BLOCK_D: tl.constexpr,
+def _norm_rope_rows(
+    x_ptr, roff, rmask, w_ptr, inv_freq_ptr, pos, D, HALF, eps, s_d, ty_ptr,
+    NORM: tl.constexpr, OFFSET: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
-    """Heads h0 .. h0+BLOCK_HEADS-1 of token t: RMSNorm over D (if NORM), then RoPE on the first 2·HALF dims."""
+    """Rows x_ptr + roff[r] (one head each, elements s_d apart) of a token at position `pos`: RMSNorm over D (if
+    NORM), then RoPE on the first 2·HALF dims. Returns [R, BLOCK_D] fp32 holding values already rounded to
+    ty_ptr's element type (the output dtype); columns ≥ D and rows outside rmask are garbage. Shared by the
+    q/k prologue kernel below and the decode attention kernel that fuses it (`kernels.attention`)."""
     act_ty = x_ptr.dtype.element_ty
-    out_ty = o_ptr.dtype.element_ty
-    heads = h0 + tl.arange(0, BLOCK_HEADS)
+    out_ty = ty_ptr.dtype.element_ty
     cols = tl.arange(0, BLOCK_D)
     rot = 2 * HALF
     # rotate_half partner of dim i (i < rotary_dim): i + half in the first half, i - half in the second.
     partner = tl.where(cols < HALF, cols + HALF, tl.where(cols < rot, cols - HALF, cols))
-    m = (heads[:, None] < n_heads) & (cols[None, :] < D)
-    base = x_ptr + t * s_t + heads[:, None] * s_h
+    m = rmask[:, None] & (cols[None, :] < D)
+    base = x_ptr + roff[:, None]
     x = tl.load(base + cols[None, :] * s_d, mask=m, other=0.0).to(tl.float32)
     xp = tl.load(base + partner[None, :] * s_d, mask=m, other=0.0).to(tl.float32)
 
@@ -64,7 +64,6 @@ def _norm_rope_heads(
         y = x
         yp = xp
 
-    pos = tl.load(pos_ptr + t * spt).to(tl.float32)
     j = tl.where(cols < HALF, cols, cols - HALF)
     ang = pos * tl.load(inv_freq_ptr + j, mask=cols < rot, other=0.0)  # HF's fp32 product, same rounding
     c = tl.cos(ang).to(out_ty).to(tl.float32)[None, :]
@@ -72,8 +71,25 @@ def _norm_rope_heads(
     sign = tl.where(cols < HALF, -1.0, 1.0)[None, :]
     a = (y * c).to(out_ty).to(tl.float32)
     b = (sign * yp * s).to(out_ty).to(tl.float32)
-    res = tl.where(cols[None, :] < rot, a + b, y)
-    tl.store(o_ptr + t * o_t + heads[:, None] * o_h + cols[None, :] * o_d, res.to(out_ty), mask=m)
+    return tl.where(cols[None, :] < rot, a + b, y)
+
+
+@triton.jit
+def _norm_rope_heads(
+    x_ptr, w_ptr, o_ptr, pos_ptr, inv_freq_ptr,
+    t, h0, n_heads, D, HALF, eps,
+    s_t, s_h, s_d, o_t, o_h, o_d, spt,
+    NORM: tl.constexpr, OFFSET: tl.constexpr, BLOCK_HEADS: tl.constexpr, BLOCK_D: tl.constexpr,
+):
+    """Heads h0 .. h0+BLOCK_HEADS-1 of token t: RMSNorm over D (if NORM), then RoPE on the first 2·HALF dims."""
+    heads = h0 + tl.arange(0, BLOCK_HEADS)
+    cols = tl.arange(0, BLOCK_D)
+    hmask = heads < n_heads
+    pos = tl.load(pos_ptr + t * spt).to(tl.float32)
+    res = _norm_rope_rows(x_ptr, t * s_t + heads * s_h, hmask, w_ptr, inv_freq_ptr, pos, D, HALF, eps, s_d, o_ptr,
+                          NORM, OFFSET, BLOCK_D)
+    m = hmask[:, None] & (cols[None, :] < D)
+    tl.store(o_ptr + t * o_t + heads[:, None] * o_h + cols[None, :] * o_d, res.to(o_ptr.dtype.element_ty), mask=m)
 
 
 @triton.jit

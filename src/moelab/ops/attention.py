@@ -20,6 +20,7 @@ import torch
 
 from moelab import ops
 from moelab.kernels.attention import decode_attention as _decode_attention_kernel
+from moelab.kernels.attention import decode_attention_kv as _decode_attention_kv_kernel
 
 
 def decode_attention_reference(
@@ -75,4 +76,40 @@ ops.register(
     _decode_attention_kernel,
     doc="Flash-decoding attention over a [B, Hk, S_max, D] KV cache with per-sequence lengths, GQA, "
     "optional sinks and sliding window.",
+)
+
+
+def decode_attention_kv_reference(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    q_weight: torch.Tensor | None,
+    k_weight: torch.Tensor | None,
+    positions: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    *,
+    eps: float,
+    rope_theta: float,
+    rotary_dim: int | None = None,
+    offset: bool = False,
+    scale: float | None = None,
+    sinks: torch.Tensor | None = None,
+    window: int | None = None,
+) -> torch.Tensor:
+    """A decode step's attention from the raw q, k, v [B, H·, D] of the projection: the q/k prologue with the KV
+    append (`qk_norm_rope_kv`), then attention over positions 0 .. positions[b]. The two references, composed."""
+    from moelab.ops.rope import qk_norm_rope_kv_reference  # ops.rope imports nothing from here; no cycle either way
+
+    q = qk_norm_rope_kv_reference(q, k, v, q_weight, k_weight, positions, k_cache, v_cache, eps=eps,
+                                  rope_theta=rope_theta, rotary_dim=rotary_dim, offset=offset)
+    return decode_attention_reference(q, k_cache, v_cache, positions + 1, scale=scale, sinks=sinks, window=window)
+
+
+ops.register(
+    "decode_attention_kv",
+    decode_attention_kv_reference,
+    _decode_attention_kv_kernel,
+    doc="Decode: q/k RMSNorm (optional) + RoPE + the KV append + flash-decoding attention, in the split kernel's "
+    "launch (and the combine's).",
 )

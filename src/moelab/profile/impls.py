@@ -197,6 +197,7 @@ class LayerFns:
         self.dense = dense_for(impl)  # the dense projections, as the engine runs them
         if impl == "moelab":
             self._attn = ops.get("decode_attention", "moelab")
+            self._attn_kv = ops.get("decode_attention_kv", "moelab")
             self._route = ops.get("route", "moelab")
             self._router = ops.get("router", "moelab")
             self._experts = ops.get("fused_moe", "moelab")
@@ -222,6 +223,22 @@ class LayerFns:
         if self.impl == "eager":
             return sdpa_decode(q, k_cache, v_cache, seq_lens, scale, self.d.window)
         return self._attn(q, k_cache, v_cache, seq_lens, scale=scale, window=self.d.window)
+
+    def attention_kv(self, q, k, v, qw, kw, positions, k_cache, v_cache):
+        """The engine's decode attention from the raw projection: the q/k prologue, the KV append at `positions`
+        and attention over positions 0 .. positions[b] (moelab: all in the split kernel, `decode_attention_kv`;
+        eager: `qk_prologue`, then SDPA over the cache)."""
+        d = self.d
+        if self.impl == "eager":
+            q = self.qk_prologue(q, k, v, qw, kw, positions, k_cache, v_cache)
+            return self.attention(q, k_cache, v_cache, positions + 1)
+        if d.qk_norm == "full":
+            q = self._rmsnorm(q.flatten(1), qw, d.eps).view_as(q)
+            k = self._rmsnorm(k.flatten(1), kw, d.eps).view_as(k)
+        if d.qk_norm != "head":
+            qw = kw = None
+        return self._attn_kv(q, k, v, qw, kw, positions, k_cache, v_cache, eps=d.eps, rope_theta=d.theta,
+                             rotary_dim=d.rot, offset=d.offset, scale=d.hd ** -0.5, window=d.window)
 
     def router(self, x, weight):
         """Router logits and routing: eager = the GEMV then HF's routing; moelab = the one-launch router."""
@@ -346,6 +363,26 @@ def build_units(spec: ModelSpec, graph: list[Op], d: Dims, device: torch.device,
             # cuBLAS in the engine too (the router's logits beyond the fused router's T=1)
             K, N = op.shapes["K"], op.shapes["N"]
             add(n, op.group, (n,), same(F.linear), lambda i, K=K, N=N: (r.t(d.B, K), r.w(N, K)), TORCH_NOTE, True)
+        elif n in ("qk_norm", "rope") and d.qk_norm != "full" and "attention" in by_name \
+                and "attention.sliding" not in by_name:
+            # The engine's decode form: the prologue, the append and attention in one call (moelab: the split
+            # kernel's launch). Counts match here (every attention layer is a full one).
+            S = by_name["attention"].shapes["S"]
+            nw = d.hd if d.qk_norm == "head" else None
+
+            def attn_kv_args(i, S=S):
+                qw = kw = None
+                if nw:
+                    qw, kw = 1.0 + 0.1 * r.t(nw), 1.0 + 0.1 * r.t(nw)
+                return (r.t(d.B, d.nq, d.hd), r.t(d.B, d.nkv, d.hd), r.t(d.B, d.nkv, d.hd), qw, kw,
+                        torch.full((d.B,), S - 1, dtype=torch.long, device=device), r.t(d.B, d.nkv, S, d.hd),
+                        r.t(d.B, d.nkv, S, d.hd))
+            head = d.qk_norm == "head"
+            add("qk_norm_rope+attention" if head else "rope+attention", "attention",
+                ("qk_norm", "rope", "attention") if head else ("rope", "attention"),
+                {i: f.attention_kv for i, f in fns.items()}, attn_kv_args,
+                ("q/k RMSNorm + RoPE + the KV append + attention" if head else "RoPE + the KV append + attention")
+                + ": moelab = the split kernel's launch (+ the combine's); eager = the norms, RoPE, index_put, SDPA")
         elif n in ("qk_norm", "rope"):
             covers = ("qk_norm", "rope") if d.qk_norm == "head" else (n,)
             name = "qk_norm_rope" if d.qk_norm == "head" else "qk_norm+rope" if d.qk_norm == "full" else "rope"

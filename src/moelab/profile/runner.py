@@ -207,7 +207,7 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
     d0 = dims(spec, batch, ctxs[0], tp)
     units = build_units(spec, graphs[ctxs[0]], d0, device, dtype, tuple(sorted(base)))
     per_ctx_units = {c: [u for u in build_units(spec, graphs[c], dims(spec, batch, c, tp), device, dtype,
-                                                tuple(sorted(base))) if u.name.startswith("attention")]
+                                                tuple(sorted(base))) if any(c.startswith("attention") for c in u.covers)]
                      for c in ctxs[1:]}
     n_meas = sum(u.measured for u in units) + sum(len(v) for v in per_ctx_units.values())
     if budget_bytes is None:
@@ -259,7 +259,8 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
     if any(spec.layer_types[i] == "linear_attention" for i in range(spec.layers)):
         notes.append("Gated DeltaNet ops run a plain-torch reference in every column (no kernel yet)")
     if spec.qk_norm == "head":
-        notes.append("q/k RMSNorm is fused with RoPE (qk_norm_rope) and counted in attention, not in norms")
+        notes.append("q/k RMSNorm, RoPE and the KV append run inside decode attention (qk_norm_rope+attention, as the "
+                     "engine runs them) and count in attention, not in norms")
     notes.append("embedding, sampling, router logits beyond T=1 and Gated DeltaNet projections run torch in the "
                  "moelab column too; qkv/o/lm_head use moelab's decode GEMV there up to 16 tokens, cuBLAS beyond")
     return {"model": spec.name, "source": spec.source, "batch": batch, "tp": tp, "contexts": list(ctxs),

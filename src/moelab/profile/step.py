@@ -72,7 +72,6 @@ class ChainedStep:
         r = Rand(device, dtype, seed)
         self.tok = torch.randint(0, d.vocab, (d.B,), device=device, generator=r.gen)
         self.positions = r.positions(d)
-        self.seq_lens = (self.positions + 1).to(torch.int32)
         self.hidden0 = r.t(d.B, d.H)
         if with_head:
             self.embed, self.lm_head, self.final_norm = r.t(d.vocab, d.H), r.w(d.vocab_local, d.H), 1.0 + 0.1 * r.t(d.H)
@@ -122,8 +121,7 @@ class ChainedStep:
             gate = gate.reshape(d.B, -1)
         q = q.reshape(d.B, d.nq, d.hd)
         k, v = k.reshape(d.B, d.nkv, d.hd), v.reshape(d.B, d.nkv, d.hd)
-        q = f.qk_prologue(q, k, v, w["q_norm"], w["k_norm"], self.positions, w["k_cache"], w["v_cache"])
-        out = f.attention(q, w["k_cache"], w["v_cache"], self.seq_lens)
+        out = f.attention_kv(q, k, v, w["q_norm"], w["k_norm"], self.positions, w["k_cache"], w["v_cache"])
         out = out.reshape(d.B, -1)
         if gate is not None:
             out = output_gate(out, gate)
