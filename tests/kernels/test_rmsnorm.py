@@ -154,4 +154,3 @@ def test_compiles_for_sm90_with_vector_loads(sm90):
     assert "error" not in job, job.get("error")
     assert "ld.global.v4" in job["ptx"]  # 16-byte loads: the row streams at full width
     assert "griddepcontrol.launch_dependents" in job["ptx"]  # the early PDL trigger (kernels.pdl_supported)
-    assert "cp.async.bulk.prefetch.L2.global" in job["ptx"]  # a later kernel's weight pulled into L2 (kernels.prefetch)

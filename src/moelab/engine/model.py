@@ -28,7 +28,6 @@ from moelab.kernels.router import FUSED_ROUTER_MAX_T
 from moelab.ops.linear import dense_for
 
 _UNFUSED_ATTENTION = os.environ.get("MOELAB_ATTN_KV", "1") == "0"
-_NO_QKV_PREFETCH = os.environ.get("MOELAB_PREFETCH_QKV", "1") == "0"
 
 
 def prefill_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -63,8 +62,6 @@ class Attention:
         self.decode_attention_kv = ops.get("decode_attention_kv", impl)
         self.norm_rope_kv, self.decode_attention = ops.get("qk_norm_rope_kv", impl), ops.get("decode_attention", impl)
         self.rmsnorm = ops.get("rmsnorm", impl)
-        # moelab: the o projection's weight is pulled into L2 while attention runs (HBM is idle then).
-        self.prefetch_o = {"prefetch": self.o} if impl == "moelab" and self.o.is_contiguous() else {}
         self.dense = dense_for(impl)
 
     def full_norm(self, t: torch.Tensor, weight: torch.Tensor, which: str) -> torch.Tensor:
@@ -118,8 +115,7 @@ class Attention:
             return self.dense(out.reshape(x.shape[0], -1), self.o, self.o_bias)
         out = self.decode_attention_kv(q, k, v, self.q_norm if head_norm else None, self.k_norm if head_norm else None,
                                        step.positions, cache.k[self.i], cache.v[self.i], eps=cfg.rms_eps,
-                                       rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim, scale=self.scale,
-                                       **self.prefetch_o)
+                                       rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim, scale=self.scale)
         return self.dense(out.reshape(x.shape[0], -1), self.o, self.o_bias)
 
 
@@ -179,22 +175,13 @@ class Model:
             self.layers.append((MIXERS[kind](cfg, weights, i, impl), mlp(cfg, weights, i, impl),
                                 weights[f"layers.{i}.input_norm"], weights[f"layers.{i}.post_norm"]))
 
-    def _prefetch_next(self, i: int, T: int) -> dict:
-        """The post-attention norm of layer i pulls layer i+1's qkv weight into L2 (moelab, one token per step:
-        HBM is idle during that norm and the router; MOELAB_PREFETCH_QKV=0 switches it off for an A/B)."""
-        if self.impl != "moelab" or T != 1 or _NO_QKV_PREFETCH or i + 1 >= len(self.layers):
-            return {}
-        nxt = self.layers[i + 1][0]
-        w = getattr(nxt, "qkv", None)
-        return {"prefetch": w} if w is not None and w.is_contiguous() else {}
-
     def _run(self, tokens: torch.Tensor, mix) -> torch.Tensor:
         eps = self.cfg.rms_eps
         h, residual = F.embedding(tokens, self.embed), None  # [T, H]
-        for i, (mixer, mlp, in_norm, post_norm) in enumerate(self.layers):
+        for mixer, mlp, in_norm, post_norm in self.layers:
             x, residual = self.add_rmsnorm(h, residual, in_norm, eps)
             h = mix(mixer, x)
-            x, residual = self.add_rmsnorm(h, residual, post_norm, eps, **self._prefetch_next(i, h.shape[0]))
+            x, residual = self.add_rmsnorm(h, residual, post_norm, eps)
             h = mlp(x)
         out, _ = self.add_rmsnorm(h, residual, self.final_norm, eps)
         return out

@@ -29,7 +29,6 @@ import triton
 import triton.language as tl
 
 from moelab.kernels import dot_precision, pdl_supported
-from moelab.kernels.prefetch import PF, prefetch_args, prefetch_l2
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, check_kv_args
 
 _LOG2E = 1.4426950408889634
@@ -60,7 +59,6 @@ def _split_kernel(
     # pointers
     q_ptr, k_ptr, v_ptr, lens_ptr, sinks_ptr, out_ptr, mid_o_ptr, mid_lse_ptr,
     kn_ptr, vn_ptr, qw_ptr, kw_ptr, inv_freq_ptr,  # NEW_KV only: the new k, v [B, Hk, D]; q/k norm weights [D]
-    pf_ptr, pf_bytes, pf_chunk,  # PREFETCH only: a byte range to pull into L2 (the o projection's weight)
     # sizes
     HK, D, NQ, S_MAX, NUM_SPLITS, qk_scale, window, HALF, eps,  # HALF, eps: NEW_KV only (rotary_dim / 2, norm eps)
     # strides: q/out (b, token, head, d); k/v (b, head, s, d); lens (b) — NEW_KV: the positions; mid_o (b, token,
@@ -82,8 +80,6 @@ def _split_kernel(
     NORM: tl.constexpr,  # NEW_KV: q/k RMSNorm before RoPE (else RoPE only)
     OFFSET: tl.constexpr,  # NEW_KV: the (1 + w) norm of Qwen3-Next
     USE_PDL: tl.constexpr,  # launched with PDL: the first K/V tile is requested before gdc_wait
-    PREFETCH: tl.constexpr,  # pull pf_ptr's bytes into L2 (kernels.prefetch): the next kernel's weight
-    PF: tl.constexpr,
 ):
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
@@ -132,8 +128,6 @@ def _split_kernel(
         k0 = tl.load(k_base + kpos0[:, None] * sks + dcols[None, :] * skd, mask=kv_mask0, other=0.0)
         v0 = tl.load(v_base + kpos0[:, None] * svs + dcols[None, :] * svd, mask=kv_mask0, other=0.0)
         n_first = start + BLOCK_N
-        if PREFETCH:
-            prefetch_l2(pf_ptr, pf_bytes, pf_chunk, bh * NUM_SPLITS + split, PF)
         tl.extra.cuda.gdc_wait()  # q, k and v of this token belong to the previous kernel: read only from here on
 
     if NEW_KV:
@@ -291,7 +285,6 @@ def decode_attention(
     num_splits: int | None = None,
     block_n: int | None = None,
     _new_kv: tuple | None = None,
-    _prefetch: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """softmax(q·Kᵀ·scale [+ sink]) · V for each sequence's valid keys (flash-decoding, two launches at most).
 
@@ -375,10 +368,9 @@ def decode_attention(
         new_strides = (*kn.stride(), *vn.stride())
     pdl = _new_kv is not None and pdl_supported(dev)  # the qkv GEMV before it releases it early
     launch = {"launch_pdl": True} if pdl else {}
-    pf, pf_bytes, pf_chunk = prefetch_args(_prefetch if pdl else None, b * hk * splits)
     _split_kernel[(b * hk, splits)](
         q4, k_cache, v_cache, seq_lens, sinks_arg, out4, mid_o, mid_lse,
-        kn, vn, qw, kw, inv_freq, pf if pf is not None else q4, pf_bytes, pf_chunk,
+        kn, vn, qw, kw, inv_freq,
         hk, d, nq, s_max, splits, scale * _LOG2E, window or 0, half, float(eps),
         *q4.stride(), *k_cache.stride(), *v_cache.stride(), seq_lens.stride(0),
         *out4.stride(), *mid_strides, *new_strides,
@@ -386,7 +378,6 @@ def decode_attention(
         HAS_WINDOW=window is not None, HAS_SINKS=sinks is not None, FINAL=final,
         PRECISION=dot_precision(q.dtype),  # fp32 caches get true fp32 products, not tf32
         TRIGGER=final and pdl_supported(dev), NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset, USE_PDL=pdl,
-        PREFETCH=pf is not None, PF=PF,
         num_warps=4, num_stages=3, **launch,
     )
     if not final:
@@ -422,7 +413,6 @@ def decode_attention_kv(
     max_seq_len: int | None = None,
     num_splits: int | None = None,
     block_n: int | None = None,
-    prefetch: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """A decode step's attention from the raw projection: `qk_norm_rope_kv` then `decode_attention`, in the split
     kernel's launch (plus the combine's, when the sequence is split).
@@ -432,9 +422,7 @@ def decode_attention_kv(
     0 .. positions[b]-1 already). Every split program normalises and rotates its own q heads (G heads × D, from L2);
     the program whose chunk holds the new position normalises and rotates k, appends k and v to the cache, and
     merges that key from registers, so no program reads the row being written. Launched with PDL: the first K/V
-    tile (the cache of earlier steps) streams while the qkv projection finishes. `prefetch` (a contiguous tensor,
-    e.g. the o projection's weight) is pulled into L2 meanwhile, HBM being idle while attention waits on latency
-    (`kernels.prefetch`; Hopper only, off under MOELAB_PREFETCH=0). Returns the attention output
+    tile (the cache of earlier steps) streams while the qkv projection finishes. Returns the attention output
     [B, Hq, D]; contract: `moelab.ops.attention.decode_attention_kv_reference`.
 
     Napkin math (Qwen3-30B-A3B, B=1, ctx 1k, 16 splits × 4 KV heads): the prologue adds per program 8 q heads +
@@ -470,5 +458,5 @@ def decode_attention_kv(
                          f"would be {out_dtype}")
     inv_freq = _inv_freq(rope_theta, max(rotary_dim, 2), q.device)
     return decode_attention(q, k_cache, v_cache, positions, scale=scale, sinks=sinks, window=window, out=out,
-                            max_seq_len=max_seq_len, num_splits=num_splits, block_n=block_n, _prefetch=prefetch,
+                            max_seq_len=max_seq_len, num_splits=num_splits, block_n=block_n,
                             _new_kv=(k, v, q_weight, k_weight, inv_freq, rotary_dim // 2, eps, norm, bool(offset)))

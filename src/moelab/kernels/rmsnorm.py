@@ -24,7 +24,6 @@ import triton
 import triton.language as tl
 
 from moelab.kernels import pdl_supported
-from moelab.kernels.prefetch import PF, prefetch_args, prefetch_l2
 
 _MAX_H = 32768  # one row lives in registers; beyond this a two-pass loop would be needed (no model needs it)
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -34,7 +33,6 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 def _add_rmsnorm_kernel(
     # pointers
     x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr,
-    pf_ptr, pf_bytes, pf_chunk,  # PREFETCH only: a later kernel's weight to pull into L2 (kernels.prefetch)
     # sizes
     H, eps,
     # strides (row, column) of x, residual, out, residual_out
@@ -44,14 +42,10 @@ def _add_rmsnorm_kernel(
     OFFSET: tl.constexpr,
     BLOCK_H: tl.constexpr,
     TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (a weight GEMV) now: see kernels.pdl_supported
-    PREFETCH: tl.constexpr,
-    PF: tl.constexpr,
 ):
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0).to(tl.int64)  # int64: T·stride can pass 2³¹ at long prefill
-    if PREFETCH:
-        prefetch_l2(pf_ptr, pf_bytes, pf_chunk, row, PF)
     cols = tl.arange(0, BLOCK_H)
     mask = cols < H
     act_ty = x_ptr.dtype.element_ty
@@ -99,11 +93,8 @@ def add_rmsnorm(
     offset: bool = False,
     out: torch.Tensor | None = None,
     residual_out: torch.Tensor | None = None,
-    prefetch: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`new_residual = x + residual` (rounded to x's dtype), `out = rmsnorm(new_residual) · w` — one launch.
-    `prefetch`: a contiguous tensor (a later kernel's weight) pulled into L2 meanwhile (`kernels.prefetch`; a hint:
-    Hopper only, nothing happens elsewhere).
 
     `w` is `weight` (offset=False, HF Qwen3 casting) or `1 + weight` (offset=True, Qwen3-Next casting).
     Shapes: x, residual [..., H] (any strides whose leading dims flatten to one), weight [H].
@@ -166,14 +157,13 @@ def add_rmsnorm(
     q2 = x2 if q2 is None else q2
 
     block, warps = _launch_params(h)
-    pf, pf_bytes, pf_chunk = prefetch_args(prefetch, rows)
     _add_rmsnorm_kernel[(rows,)](
-        x2, r2, weight, o2, q2, pf if pf is not None else x2, pf_bytes, pf_chunk,
+        x2, r2, weight, o2, q2,
         h, float(eps),
         x2.stride(0), x2.stride(1), r2.stride(0), r2.stride(1),
         o2.stride(0), o2.stride(1), q2.stride(0), q2.stride(1),
         HAS_RESIDUAL=residual is not None, OFFSET=bool(offset), BLOCK_H=block, TRIGGER=pdl_supported(x.device),
-        PREFETCH=pf is not None, PF=PF, num_warps=warps,
+        num_warps=warps,
     )
     return out, new_residual
 
