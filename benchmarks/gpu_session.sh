@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..P    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..R    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -116,6 +116,28 @@ case "${1:?stage A to G}" in
     run decode-unfused 60 env MOELAB_ATTN_KV=0 python benchmarks/bench_decode.py --batch 1 --rows moelab
     run trace-b1 80 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     run decode-b8 100 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
+    ;;
+  Q)  # L2 prefetch (cp.async.bulk.prefetch.L2) of o_proj from attention and of the next qkv from the post-attention
+      # norm (commit 4afa0a1): a loss (one SM issues ~0.5 TB/s; the norm took 42 µs), reverted in ed38882
+    run gpu-tests 150 python -m pytest tests/kernels/test_attention.py tests/kernels/test_rmsnorm.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
+    run decode 45 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-no-prefetch 45 env MOELAB_PREFETCH=0 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-o-only 45 env MOELAB_PREFETCH_QKV=0 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-unfused 45 env MOELAB_ATTN_KV=0 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run trace-b1 60 python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    run trace-b1-no-prefetch 60 env MOELAB_PREFETCH=0 python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    run decode-b8 100 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
+    ;;
+  R)  # the attention split count in the chain: fewer splits skip the combine launch (MOELAB_ATTN_SPLITS)
+    run decode 45 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-s1 45 env MOELAB_ATTN_SPLITS=1 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-s2 45 env MOELAB_ATTN_SPLITS=2 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-s3 45 env MOELAB_ATTN_SPLITS=3 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run trace-b1 60 python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    run trace-b1-s1 60 env MOELAB_ATTN_SPLITS=1 python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    run trace-b1-s4 60 env MOELAB_ATTN_SPLITS=4 python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    run decode-b8 60 python benchmarks/bench_decode.py --batch 8 --rows moelab
+    run decode-b8-s1 60 env MOELAB_ATTN_SPLITS=1 python benchmarks/bench_decode.py --batch 8 --rows moelab
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40
