@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..R    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..S    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -138,6 +138,14 @@ case "${1:?stage A to G}" in
     run trace-b1-s4 60 env MOELAB_ATTN_SPLITS=4 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     run decode-b8 60 python benchmarks/bench_decode.py --batch 8 --rows moelab
     run decode-b8-s1 60 env MOELAB_ATTN_SPLITS=1 python benchmarks/bench_decode.py --batch 8 --rows moelab
+    # (the heuristic's split count was best everywhere: the switch was removed after this run)
+    ;;
+  S)  # the fused prologue with the k head in row G of the q tile (one layout: 34 bar.sync against 56, 137 registers
+      # against 168 in the sm_90 compile); the session's final decode records
+    run gpu-tests 150 python -m pytest tests/kernels/test_attention.py tests/kernels/test_rope.py tests/engine/test_parity.py -q -p no:cacheprovider --tb=short -rf
+    run decode 45 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run trace-b1 60 python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    run decode-b8 100 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

@@ -41,3 +41,22 @@ def test_tables_leave_out_experiments_and_superseded_runs(tmp_path):
     assert "`a.json`" in md and "111" in md
     assert "222" not in md and "333" not in md
     assert report.shipped({"env": {"moelab_env": {}}}) and not report.shipped({"env": {}, "superseded": "x"})
+
+
+def test_a_decode_run_covered_by_a_newer_one_is_hidden(tmp_path):
+    """Batch 32 alone, then batches 8 and 32: only the newer table shows; a run with other rows stays."""
+    import json
+
+    from moelab import report
+
+    def rec(name, date, rows):
+        body = {"kind": "bench-decode", "env": {"device": "GPU", "date": date, "commit": "c"}, "model": "m",
+                "prompt_len": 1, "new_tokens": 2, "rows": [{"batch": b, "row": r, "tokens_per_s": t} for b, r, t in rows]}
+        (tmp_path / name).write_text(json.dumps(body))
+
+    rec("old32.json", "2026-01-01", [(32, "moelab", 1111)])
+    rec("side.json", "2026-01-01", [(1, "moelab", 4444), (1, "hf-eager", 55)])
+    rec("new.json", "2026-01-02", [(8, "moelab", 2222), (32, "moelab", 3333)])
+    md = report.results_markdown(str(tmp_path))
+    assert "`new.json`" in md and "`side.json`" in md
+    assert "`old32.json`" not in md and "1,111" not in md

@@ -219,10 +219,15 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
                   pc["step_floor_us"] / 1e3) for i in impls]
         out += [_md_table(["impl", "Σ per op ms", "chained step, graph ms", "chained step, host ms", "launches",
                            "step floor ms"], srows), ""]
-    # Newest per (batches, implementations): a side-by-side run with the baselines stays shown next to a later
-    # moelab-only run.
-    for name, r in _newest(recs, "bench-decode", key=lambda r: (tuple(sorted({x["batch"] for x in r["rows"]})),
-                                                               tuple(sorted({x["row"] for x in r["rows"]})))):
+    # Newest per set of (batch, implementation) rows: a side-by-side run with the baselines stays shown next to a
+    # later moelab-only run; a run whose rows a newer run covers too (batch 32 alone, then batches 8 and 32) is hidden.
+    def cells(r):
+        return frozenset((x["batch"], x["row"]) for x in r["rows"])
+
+    dec = _newest(recs, "bench-decode", key=cells)
+    dec = [(n, r) for n, r in dec if not any(cells(r) < cells(o) and o["env"]["date"] > r["env"]["date"]
+                                             for _, o in dec)]
+    for name, r in dec:
         out.append(f"### End-to-end decode (`benchmarks/bench_decode.py`)\n\n{r['model']}, random bf16 weights, prompt "
                    f"{r['prompt_len']}, up to {r['new_tokens']} new tokens (the eager rows time fewer: they run ~100 ms a token) — "
                    f"{_env_line(r['env'])} — `{name}`\n")

@@ -248,6 +248,8 @@ def test_kv_fused_partial_rotary_offset_norm_window_sinks_and_gqa1(close):
     _run_kv(inp, [63, 20], close, window=7, sinks=torch.randn(8, device=DEV), num_splits=2, block_n=16)
     inp = _kv_inputs(1, 6, 2, 40, 12, torch.float16, seed=3)  # head_dim 12: masked columns, padded tile
     _run_kv(inp, [31], close, scale=0.2)
+    inp = _kv_inputs(1, 16, 1, 40, 16, torch.float32, seed=4)  # G = 16: the k row needs a 32-row tile
+    _run_kv(inp, [30], close, num_splits=2, block_n=16)
 
 
 def test_kv_fused_position_outside_the_cache_writes_nothing(close):

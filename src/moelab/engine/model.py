@@ -28,7 +28,6 @@ from moelab.kernels.router import FUSED_ROUTER_MAX_T
 from moelab.ops.linear import dense_for
 
 _UNFUSED_ATTENTION = os.environ.get("MOELAB_ATTN_KV", "1") == "0"
-_ATTN_SPLITS = {"num_splits": int(os.environ["MOELAB_ATTN_SPLITS"])} if os.environ.get("MOELAB_ATTN_SPLITS") else {}
 
 
 def prefill_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -116,8 +115,7 @@ class Attention:
             return self.dense(out.reshape(x.shape[0], -1), self.o, self.o_bias)
         out = self.decode_attention_kv(q, k, v, self.q_norm if head_norm else None, self.k_norm if head_norm else None,
                                        step.positions, cache.k[self.i], cache.v[self.i], eps=cfg.rms_eps,
-                                       rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim, scale=self.scale,
-                                       **_ATTN_SPLITS)  # MOELAB_ATTN_SPLITS: a measurement switch (session 5)
+                                       rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim, scale=self.scale)
         return self.dense(out.reshape(x.shape[0], -1), self.o, self.o_bias)
 
 

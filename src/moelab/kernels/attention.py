@@ -65,7 +65,7 @@ def _split_kernel(
     # head, split, d); mid_lse (b, token, head, split); NEW_KV: kn, vn (b, head, d)
     sqb, sqi, sqh, sqd, skb, skh, sks, skd, svb, svh, svs, svd, slb,
     sob, soi, soh, sod, smb, smi, smh, sms, smd, slsb, slsi, slsh, slss,
-    sknb, sknh, sknd, svnb, svnh, svnd,
+    sknb, sknh, sknd, svnb, svnh, svnd,  # (the new k's element stride must equal q's: sknd is not read)
     # meta-parameters
     G: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -131,15 +131,17 @@ def _split_kernel(
         tl.extra.cuda.gdc_wait()  # q, k and v of this token belong to the previous kernel: read only from here on
 
     if NEW_KV:
-        # q/k RMSNorm + RoPE of this token (the `qk_norm_rope` numerics: the same helper), then the append.
+        # q/k RMSNorm + RoPE of this token (the `qk_norm_rope` numerics: the same helper), then the append. Row G of
+        # the tile (a padding row of the dot: BLOCK_M > G) carries the KV head's new k, so q and k share one layout.
         posf = pos.to(tl.float32)
-        qf = _norm_rope_rows(q_ptr, b * sqb + head * sqh, row_ok, qw_ptr, inv_freq_ptr, posf, D, HALF, eps, sqd,
-                             k_ptr, NORM, OFFSET, BLOCK_D)
+        is_k = rows == G
+        row_ptrs = tl.where(is_k, kn_ptr + b * sknb + hk * sknh, q_ptr + b * sqb + head * sqh)
+        w_rows = tl.where(is_k, kw_ptr + rows * 0, qw_ptr + rows * 0)
+        qk = _norm_rope_rows(row_ptrs, row_ok | is_k, w_rows, inv_freq_ptr, posf, D, HALF, eps, sqd, k_ptr,
+                             NORM, OFFSET, BLOCK_D)
+        qf = tl.where(row_ok[:, None], qk, 0.0)  # fp32 values already rounded to the cache dtype
         q = qf.to(k_ptr.dtype.element_ty)
-        r2 = tl.arange(0, 2)  # the KV head's one row (a 2-row tile: row 1 is masked off)
-        kf = _norm_rope_rows(kn_ptr, b * sknb + hk * sknh + r2 * 0, r2 < 1, kw_ptr, inv_freq_ptr, posf, D, HALF, eps,
-                             sknd, k_ptr, NORM, OFFSET, BLOCK_D)
-        k_new = tl.sum(tl.where((r2 < 1)[:, None], kf, 0.0), axis=0)  # [BLOCK_D], rounded to the cache dtype
+        k_new = tl.sum(tl.where(is_k[:, None], qk, 0.0), axis=0)  # [BLOCK_D], rounded to the cache dtype
         v_new = tl.load(vn_ptr + b * svnb + hk * svnh + dcols * svnd, mask=d_ok, other=0.0)
         own = has_new & (pos >= start) & (pos < end)  # exactly one split of (b, hk) holds the new row
         wmask = tl.where(own, d_ok, False)  # (not d_ok & own: the interpreter makes a bool vector & scalar int32)
@@ -166,7 +168,7 @@ def _split_kernel(
                                      HAS_WINDOW, PRECISION)
     if NEW_KV:
         # The new key, from registers: one more online-softmax step (fp32 products of the rounded q and k).
-        s_new = tl.sum(q.to(tl.float32) * k_new[None, :], axis=1) * qk_scale
+        s_new = tl.sum(qf * k_new[None, :], axis=1) * qk_scale
         s_new = tl.where(tl.where(own, row_ok, False), s_new, float("-inf"))
         m_new = tl.maximum(m_i, s_new)
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -348,7 +350,7 @@ def decode_attention(
     splits = max(1, min(num_splits or auto_splits, _MAX_SPLITS))
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     g = hq // hk
-    block_m = max(16, triton.next_power_of_2(g * nq))
+    block_m = max(16, triton.next_power_of_2(g * nq + (_new_kv is not None)))  # decode_attention_kv: + the k row
     block_d = max(16, triton.next_power_of_2(d))
     final = splits == 1
     if final:
@@ -456,6 +458,10 @@ def decode_attention_kv(
     if out_dtype != k_cache.dtype or q.dtype != k_cache.dtype:
         raise ValueError(f"decode_attention_kv: the cache is {k_cache.dtype} but q is {q.dtype} and normalised q/k "
                          f"would be {out_dtype}")
+    if q.stride(2) != 1:  # the q heads and the k head share one tile: one element stride, 1 (qkv views have it)
+        q = q.contiguous()
+    if k.stride(2) != 1:
+        k = k.contiguous()
     inv_freq = _inv_freq(rope_theta, max(rotary_dim, 2), q.device)
     return decode_attention(q, k_cache, v_cache, positions, scale=scale, sinks=sinks, window=window, out=out,
                             max_seq_len=max_seq_len, num_splits=num_splits, block_n=block_n,

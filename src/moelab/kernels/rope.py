@@ -32,28 +32,31 @@ _INV_FREQ: dict[tuple[float, int, torch.device], torch.Tensor] = {}
 
 @triton.jit
 def _norm_rope_rows(
-    x_ptr, roff, rmask, w_ptr, inv_freq_ptr, pos, D, HALF, eps, s_d, ty_ptr,
+    row_ptrs, rmask, w_rows, inv_freq_ptr, pos, D, HALF, eps, s_d, ty_ptr,
     NORM: tl.constexpr, OFFSET: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
-    """Rows x_ptr + roff[r] (one head each, elements s_d apart) of a token at position `pos`: RMSNorm over D (if
-    NORM), then RoPE on the first 2·HALF dims. Returns [R, BLOCK_D] fp32 holding values already rounded to
-    ty_ptr's element type (the output dtype); columns ≥ D and rows outside rmask are garbage. Shared by the
-    q/k prologue kernel below and the decode attention kernel that fuses it (`kernels.attention`)."""
-    act_ty = x_ptr.dtype.element_ty
+    """Rows starting at row_ptrs[r] (one head each, elements s_d apart; the rows may come from different tensors of
+    one dtype) of a token at position `pos`: RMSNorm over D with the weight at w_rows[r] (if NORM), then RoPE on the
+    first 2·HALF dims. Returns [R, BLOCK_D] fp32 holding values already rounded to ty_ptr's element type (the output
+    dtype); columns ≥ D and rows outside rmask are garbage. Shared by the q/k prologue kernel below and the decode
+    attention kernel that fuses it (`kernels.attention`), which puts its q heads and its k head in one tile: one
+    layout for every per-column vector, so none of them is converted between layouts."""
+    act_ty = row_ptrs.dtype.element_ty
     out_ty = ty_ptr.dtype.element_ty
     cols = tl.arange(0, BLOCK_D)
     rot = 2 * HALF
     # rotate_half partner of dim i (i < rotary_dim): i + half in the first half, i - half in the second.
     partner = tl.where(cols < HALF, cols + HALF, tl.where(cols < rot, cols - HALF, cols))
     m = rmask[:, None] & (cols[None, :] < D)
-    base = x_ptr + roff[:, None]
+    base = row_ptrs[:, None]
     x = tl.load(base + cols[None, :] * s_d, mask=m, other=0.0).to(tl.float32)
     xp = tl.load(base + partner[None, :] * s_d, mask=m, other=0.0).to(tl.float32)
 
     if NORM:
         rstd = tl.rsqrt(tl.sum(x * x, axis=1) / D + eps)[:, None]
-        w = tl.load(w_ptr + cols, mask=cols < D, other=0.0).to(tl.float32)[None, :]
-        wp = tl.load(w_ptr + partner, mask=cols < D, other=0.0).to(tl.float32)[None, :]
+        wm = (cols < D)[None, :]
+        w = tl.load(w_rows[:, None] + cols[None, :], mask=wm, other=0.0).to(tl.float32)
+        wp = tl.load(w_rows[:, None] + partner[None, :], mask=wm, other=0.0).to(tl.float32)
         if OFFSET:  # Qwen3-Next: (n · (1 + w)) in fp32, one rounding
             y = (x * rstd * (1.0 + w)).to(out_ty).to(tl.float32)
             yp = (xp * rstd * (1.0 + wp)).to(out_ty).to(tl.float32)
@@ -86,8 +89,8 @@ def _norm_rope_heads(
     cols = tl.arange(0, BLOCK_D)
     hmask = heads < n_heads
     pos = tl.load(pos_ptr + t * spt).to(tl.float32)
-    res = _norm_rope_rows(x_ptr, t * s_t + heads * s_h, hmask, w_ptr, inv_freq_ptr, pos, D, HALF, eps, s_d, o_ptr,
-                          NORM, OFFSET, BLOCK_D)
+    res = _norm_rope_rows(x_ptr + t * s_t + heads * s_h, hmask, w_ptr + heads * 0, inv_freq_ptr, pos, D, HALF, eps,
+                          s_d, o_ptr, NORM, OFFSET, BLOCK_D)
     m = hmask[:, None] & (cols[None, :] < D)
     tl.store(o_ptr + t * o_t + heads[:, None] * o_h + cols[None, :] * o_d, res.to(o_ptr.dtype.element_ty), mask=m)
 
