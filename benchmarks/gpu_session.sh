@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..S    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..T    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -146,6 +146,12 @@ case "${1:?stage A to G}" in
     run decode 45 python benchmarks/bench_decode.py --batch 1 --rows moelab
     run trace-b1 60 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     run decode-b8 100 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
+    # (no change: split advance 7.34 µs at 1k, batch 1 2.714 ms; the barriers were not the cost)
+    ;;
+  T)  # the prologue's constants (norm weights, cos/sin at the position) computed before gdc_wait
+    run gpu-tests 120 python -m pytest tests/kernels/test_attention.py tests/kernels/test_rope.py -q -p no:cacheprovider --tb=short -rf
+    run decode 45 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run trace-b1 60 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

@@ -29,11 +29,19 @@ import triton
 import triton.language as tl
 
 from moelab.kernels import dot_precision, pdl_supported
-from moelab.kernels.rope import _inv_freq, _norm_rope_rows, check_kv_args
+from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args
 
 _LOG2E = 1.4426950408889634
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _MAX_SPLITS = 256
+
+
+@triton.jit
+def _pin(x):
+    """x, through an identity asm with side effects: the value must exist at this point of the program (the
+    compiler keeps side-effecting asm in order, so work feeding it stays before a later `gdc_wait`). fp32 only;
+    inline PTX, so never under the interpreter."""
+    return tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -119,6 +127,16 @@ def _split_kernel(
     k_base = k_ptr + b * skb + hk * skh
     v_base = v_ptr + b * svb + hk * svh
 
+    if NEW_KV:
+        # The norm weights and cos/sin: constants of this step, computed before the wait (off the critical chain).
+        posf = pos.to(tl.float32)
+        is_k = rows == G  # row G of the tile (a padding row of the dot: BLOCK_M > G) carries the KV head's new k
+        w_rows = tl.where(is_k, kw_ptr + rows * 0, qw_ptr + rows * 0)
+        nw, nwp, cos, sin = _rope_consts(w_rows, inv_freq_ptr, posf, D, HALF, k_ptr, BLOCK_D)
+        if USE_PDL:  # pin cos/sin here: without a use before the wait, LLVM sinks their math below it
+            cos = _pin(cos)
+            sin = _pin(sin)
+
     n_first = start
     if USE_PDL:
         # The first tile's bytes go in flight while the previous kernel finishes (at 1k context it is the whole
@@ -131,14 +149,11 @@ def _split_kernel(
         tl.extra.cuda.gdc_wait()  # q, k and v of this token belong to the previous kernel: read only from here on
 
     if NEW_KV:
-        # q/k RMSNorm + RoPE of this token (the `qk_norm_rope` numerics: the same helper), then the append. Row G of
-        # the tile (a padding row of the dot: BLOCK_M > G) carries the KV head's new k, so q and k share one layout.
-        posf = pos.to(tl.float32)
-        is_k = rows == G
+        # q/k RMSNorm + RoPE of this token (the `qk_norm_rope` numerics: the same helper), then the append; q and the
+        # new k in one tile, so they share one layout.
         row_ptrs = tl.where(is_k, kn_ptr + b * sknb + hk * sknh, q_ptr + b * sqb + head * sqh)
-        w_rows = tl.where(is_k, kw_ptr + rows * 0, qw_ptr + rows * 0)
-        qk = _norm_rope_rows(row_ptrs, row_ok | is_k, w_rows, inv_freq_ptr, posf, D, HALF, eps, sqd, k_ptr,
-                             NORM, OFFSET, BLOCK_D)
+        qk = _norm_rope_rows(row_ptrs, row_ok | is_k, nw, nwp, cos, sin, D, HALF, eps, sqd, k_ptr, NORM, OFFSET,
+                             BLOCK_D)
         qf = tl.where(row_ok[:, None], qk, 0.0)  # fp32 values already rounded to the cache dtype
         q = qf.to(k_ptr.dtype.element_ty)
         k_new = tl.sum(tl.where(is_k[:, None], qk, 0.0), axis=0)  # [BLOCK_D], rounded to the cache dtype

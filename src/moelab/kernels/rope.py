@@ -31,16 +31,36 @@ _INV_FREQ: dict[tuple[float, int, torch.device], torch.Tensor] = {}
 
 
 @triton.jit
+def _rope_consts(w_rows, inv_freq_ptr, pos, D, HALF, ty_ptr, BLOCK_D: tl.constexpr):
+    """What `_norm_rope_rows` needs besides the rows themselves, none of it written by any kernel: the norm weight
+    of each row (w_rows[r], and at the rotate_half partner columns) and cos/sin at position `pos` (HF's fp32 angle
+    `pos · inv_freq`, cast to ty_ptr's element type). A kernel launched with PDL computes them before its
+    `gdc_wait`, off the chain that starts when the rows arrive."""
+    out_ty = ty_ptr.dtype.element_ty
+    cols = tl.arange(0, BLOCK_D)
+    rot = 2 * HALF
+    partner = tl.where(cols < HALF, cols + HALF, tl.where(cols < rot, cols - HALF, cols))
+    wm = (cols < D)[None, :]
+    w = tl.load(w_rows[:, None] + cols[None, :], mask=wm, other=0.0).to(tl.float32)
+    wp = tl.load(w_rows[:, None] + partner[None, :], mask=wm, other=0.0).to(tl.float32)
+    j = tl.where(cols < HALF, cols, cols - HALF)
+    ang = pos * tl.load(inv_freq_ptr + j, mask=cols < rot, other=0.0)  # HF's fp32 product, same rounding
+    c = tl.cos(ang).to(out_ty).to(tl.float32)[None, :]
+    s = tl.sin(ang).to(out_ty).to(tl.float32)[None, :]
+    return w, wp, c, s
+
+
+@triton.jit
 def _norm_rope_rows(
-    row_ptrs, rmask, w_rows, inv_freq_ptr, pos, D, HALF, eps, s_d, ty_ptr,
+    row_ptrs, rmask, w, wp, c, s, D, HALF, eps, s_d, ty_ptr,
     NORM: tl.constexpr, OFFSET: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     """Rows starting at row_ptrs[r] (one head each, elements s_d apart; the rows may come from different tensors of
-    one dtype) of a token at position `pos`: RMSNorm over D with the weight at w_rows[r] (if NORM), then RoPE on the
-    first 2·HALF dims. Returns [R, BLOCK_D] fp32 holding values already rounded to ty_ptr's element type (the output
+    one dtype): RMSNorm over D with weights w/wp (if NORM), then RoPE on the first 2·HALF dims with c/s
+    (`_rope_consts`). Returns [R, BLOCK_D] fp32 holding values already rounded to ty_ptr's element type (the output
     dtype); columns ≥ D and rows outside rmask are garbage. Shared by the q/k prologue kernel below and the decode
     attention kernel that fuses it (`kernels.attention`), which puts its q heads and its k head in one tile: one
-    layout for every per-column vector, so none of them is converted between layouts."""
+    layout for every per-column vector."""
     act_ty = row_ptrs.dtype.element_ty
     out_ty = ty_ptr.dtype.element_ty
     cols = tl.arange(0, BLOCK_D)
@@ -54,9 +74,6 @@ def _norm_rope_rows(
 
     if NORM:
         rstd = tl.rsqrt(tl.sum(x * x, axis=1) / D + eps)[:, None]
-        wm = (cols < D)[None, :]
-        w = tl.load(w_rows[:, None] + cols[None, :], mask=wm, other=0.0).to(tl.float32)
-        wp = tl.load(w_rows[:, None] + partner[None, :], mask=wm, other=0.0).to(tl.float32)
         if OFFSET:  # Qwen3-Next: (n · (1 + w)) in fp32, one rounding
             y = (x * rstd * (1.0 + w)).to(out_ty).to(tl.float32)
             yp = (xp * rstd * (1.0 + wp)).to(out_ty).to(tl.float32)
@@ -67,10 +84,6 @@ def _norm_rope_rows(
         y = x
         yp = xp
 
-    j = tl.where(cols < HALF, cols, cols - HALF)
-    ang = pos * tl.load(inv_freq_ptr + j, mask=cols < rot, other=0.0)  # HF's fp32 product, same rounding
-    c = tl.cos(ang).to(out_ty).to(tl.float32)[None, :]
-    s = tl.sin(ang).to(out_ty).to(tl.float32)[None, :]
     sign = tl.where(cols < HALF, -1.0, 1.0)[None, :]
     a = (y * c).to(out_ty).to(tl.float32)
     b = (sign * yp * s).to(out_ty).to(tl.float32)
@@ -89,8 +102,9 @@ def _norm_rope_heads(
     cols = tl.arange(0, BLOCK_D)
     hmask = heads < n_heads
     pos = tl.load(pos_ptr + t * spt).to(tl.float32)
-    res = _norm_rope_rows(x_ptr + t * s_t + heads * s_h, hmask, w_ptr + heads * 0, inv_freq_ptr, pos, D, HALF, eps,
-                          s_d, o_ptr, NORM, OFFSET, BLOCK_D)
+    w, wp, c, s = _rope_consts(w_ptr + heads * 0, inv_freq_ptr, pos, D, HALF, o_ptr, BLOCK_D)
+    res = _norm_rope_rows(x_ptr + t * s_t + heads * s_h, hmask, w, wp, c, s, D, HALF, eps, s_d, o_ptr,
+                          NORM, OFFSET, BLOCK_D)
     m = hmask[:, None] & (cols[None, :] < D)
     tl.store(o_ptr + t * o_t + heads[:, None] * o_h + cols[None, :] * o_d, res.to(o_ptr.dtype.element_ty), mask=m)
 
