@@ -129,16 +129,16 @@ class MoE:
         self.shared = ((w[p + "shared_w13"], w[p + "shared_w2"], w.get(p + "shared_gate"))
                        if cfg.shared_intermediate else None)
         self.route, self.fused_moe = ops.get("route", impl), ops.get("fused_moe", impl)
-        # Decode (moelab): the one-launch router, then the experts, which start while it runs (`router_experts`);
-        # prefill: a GEMM, then `route`, then the experts.
-        self.router_experts = ops.get("router_experts", impl) if impl == "moelab" else None
+        # Decode: the router logits and the routing in one launch (moelab); prefill: a GEMM, then `route`.
+        self.fused_router = ops.get("router", impl) if impl == "moelab" else None
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         k, renorm = self.cfg.top_k, self.cfg.norm_topk_prob
-        if self.router_experts is not None and x.shape[0] <= FUSED_ROUTER_MAX_T:
-            return self.router_experts(x, self.router, self.w13, self.w2, k, "softmax", renorm, self.shared)[0]
-        logits = F.linear(x, self.router)  # [T, E]
-        weights, ids = self.route(logits, k, "softmax", renorm)  # [T, k]
+        if self.fused_router is not None and x.shape[0] <= FUSED_ROUTER_MAX_T:
+            weights, ids = self.fused_router(x, self.router, k, "softmax", renorm)  # [T, k]
+        else:
+            logits = F.linear(x, self.router)  # [T, E]
+            weights, ids = self.route(logits, k, "softmax", renorm)  # [T, k]
         return self.fused_moe(x, self.w13, self.w2, weights, ids, self.shared)
 
 

@@ -32,7 +32,7 @@ PATHS = ("pairs", "decode", "grouped", "t1")
 
 
 def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, validate: bool | None = None,
-              path: str | None = None, _router_flag: torch.Tensor | None = None):
+              path: str | None = None):
     """Fused routed-SwiGLU MoE; contract as `moelab.ops.moe.fused_moe_reference`.
 
     validate: check expert ids on the host (a sync). Default: yes, except under CUDA-graph capture, where
@@ -68,11 +68,9 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
             raise ValueError("path 't1' has no shared-expert support yet")
         from moelab.kernels.moe_t1 import moe_t1
         return moe_t1(x, w13, w2, topk_weights, topk_ids, out=out)
-    if _router_flag is not None and path != "pairs":
-        raise ValueError(f"the early start after the router is the pair kernel's only; path {path!r} has none")
     if path == "pairs":
         from moelab.kernels.moe_pairs import moe_pairs
-        return moe_pairs(x, w13, w2, topk_weights, topk_ids, shared, out=out, _router_flag=_router_flag)
+        return moe_pairs(x, w13, w2, topk_weights, topk_ids, shared, out=out)
     if path == "decode":
         from moelab.kernels.moe_decode import moe_decode
         return moe_decode(x, w13, w2, topk_weights, topk_ids, shared, out=out)
@@ -97,46 +95,3 @@ def moe_block(x, router_logits, w13, w2, k: int, renormalize: bool = True, share
     _check_route_args(router_logits, k, "softmax", None, 1, 1)
     w, ids = route(router_logits, k, "softmax", renormalize)
     return fused_moe(x, w13, w2, w, ids, shared, out=out), w, ids
-
-
-def early_start(x, w2, shared) -> bool:
-    """Whether `router_experts` starts the experts while the router runs: one token (the fused router's size), the
-    pair kernel's path (not `moe_t1`), a Hopper GPU (PDL), and not switched off (MOELAB_EARLY_EXPERTS=0)."""
-    import os
-
-    from moelab.kernels import pdl_supported
-    if x.shape[0] != 1 or os.environ.get("MOELAB_EARLY_EXPERTS", "1") == "0" or not pdl_supported(x.device):
-        return False
-    return not (shared is None and w2.shape[2] <= T1_MAX_I)
-
-
-def router_experts(x, router_weight, w13, w2, k: int, scoring: str = "softmax", renormalize: bool = True,
-                   shared=None, *, out=None):
-    """A decode MoE layer from its normed input: the one-launch router, then the experts. Returns (out[T, H],
-    topk_weights[T, k], topk_ids[T, k]); contract as `moelab.ops.moe.router_experts_reference`.
-
-    At T=1 on the pair kernel's path (`early_start`), the expert kernel is launched with PDL and the router releases
-    it as it starts: its programs are resident while the router runs and wait on a flag that the router's last
-    program sets once the routing is stored (release/acquire at GPU scope), not on the router's completion and a
-    launch. The flag replaces `gdc_wait` as the order for everything the pair kernel reads or writes: after it the
-    router touches no memory; the pair kernel's last block resets it. Elsewhere the two launch one after the other.
-    The ids come from the router kernel, so they are not checked on the host (no sync between the launches).
-    """
-    from moelab.kernels import counters
-    from moelab.kernels.router import ROUTER_MAX_T, check_router_args, router
-
-    check_router_args(x, router_weight)
-    if router_weight.shape[0] != w13.shape[0]:
-        raise ValueError(f"router_experts: the router has {router_weight.shape[0]} experts, w13 {w13.shape[0]}")
-    if x.shape[0] > ROUTER_MAX_T:
-        raise ValueError(f"router_experts: T={x.shape[0]} tokens is more than the fused router's {ROUTER_MAX_T}")
-    early = early_start(x, w2, shared)
-    w, ids = router(x, router_weight, k, scoring, renormalize, _signal=early)
-    if not early:
-        return fused_moe(x, w13, w2, w, ids, shared, out=out, validate=False), w, ids
-    flag = counters(x.device, 2, "router")[1:2]
-    try:
-        return fused_moe(x, w13, w2, w, ids, shared, out=out, validate=False, path="pairs", _router_flag=flag), w, ids
-    except Exception:
-        flag.zero_()  # the router set it and no expert kernel will reset it: leave the next call sound
-        raise

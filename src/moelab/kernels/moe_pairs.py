@@ -31,7 +31,6 @@ def _moe_pairs_kernel(
     # pointers
     x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K]
     sw13_ptr, sw2_ptr, sgate_ptr,  # shared expert [2IS,H], [H,IS], [1,H]
-    flag_ptr,  # EARLY: the router's "routing stored" flag (its counters[1]); reset here by the last block
     act_ptr, part_ptr, gw_ptr, cnt_ptr, out_ptr,  # act[S,I_MAX] (x dtype), partials fp32 [S,H], shared gate fp32 [T],
     #                                              int32 counters, out[T,H]
     # sizes
@@ -43,7 +42,6 @@ def _moe_pairs_kernel(
     N_SLOTS: tl.constexpr, S_PAD: tl.constexpr, N_IBLK: tl.constexpr, N_HBLK: tl.constexpr, N1: tl.constexpr,
     BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
     HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, SPIN_ASM: tl.constexpr,
-    EARLY: tl.constexpr,  # PDL-launched during the router (`router_experts`): wait on its flag, not its completion
 ):
     # counters: [0, N_SLOTS) phase-1 blocks done per slot; N_SLOTS + hb: slots done for output block hb;
     # N_SLOTS + N_HBLK: output blocks done (the last resets all).
@@ -58,14 +56,9 @@ def _moe_pairs_kernel(
     hb = q % N_HBLK
     is_shared = s >= P
     t = tl.where(is_shared, s - P, s // K)
-    go = 1
-    if EARLY:
-        # The router's last program stores the routing, then releases the flag: acquire it before reading the
-        # routing (the loads below use `go`, so they are ordered after the acquire).
-        go = _wait_geq(flag_ptr, 1, 1, SPIN_ASM)
-    e = tl.load(tid_ptr + tl.minimum(s, P - 1), mask=go > 0, other=0)
+    e = tl.load(tid_ptr + tl.minimum(s, P - 1))
     e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
-    route_w = tl.load(tw_ptr + tl.minimum(s, P - 1), mask=go > 0, other=0.0).to(tl.float32)
+    route_w = tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32)
     I_s = tl.where(is_shared, IS, I)
 
     if phase1:
@@ -142,11 +135,6 @@ def _moe_pairs_kernel(
                 offs_s = tl.arange(0, S_PAD)
                 tl.store(cnt_ptr + offs_s, tl.zeros((S_PAD,), dtype=tl.int32), mask=offs_s < N_SLOTS)
                 tl.store(cnt_ptr + N_SLOTS + N_HBLK, 0)
-                if EARLY:  # every program of this launch passed the flag wait before any output block finished
-                    tl.store(flag_ptr, 0)
-    if EARLY:
-        # Stream order for what follows: the router grid has long finished by now (its last act was the flag).
-        tl.extra.cuda.gdc_wait()
 
 
 def pairs_config(T: int, k: int, H: int, I: int) -> dict:
@@ -162,11 +150,8 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=256, num_warps=4, SPIN_SLEEP=sleep)
 
 
-def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None,
-              _router_flag: torch.Tensor | None = None):
-    """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H].
-    `_router_flag` (`kernels.moe.router_experts` only): PDL-launched right after a signalling router; the programs
-    start while it runs and wait on this flag instead of its completion."""
+def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):
+    """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]."""
     T, H = x.shape
     E, I2, _ = w13.shape
     I = I2 // 2
@@ -187,16 +172,13 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     gw = torch.empty(T, dtype=torch.float32, device=x.device)
     ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
-    early = _router_flag is not None
-    launch = {"launch_pdl": True} if early else {}
     _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](
         x, w13, w2, topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
-        _router_flag if early else ids, act, part, gw, counters(x.device, n_slots + n_hblk + 1, "moe"), out,
+        act, part, gw, counters(x.device, n_slots + n_hblk + 1, "moe"), out,
         H, I, IS, E, i_max,
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         T=T, K=k, K_PAD=triton.next_power_of_2(k), T_PAD=triton.next_power_of_2(T),
         N_SLOTS=n_slots, S_PAD=triton.next_power_of_2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
-        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, EARLY=early,
-        num_warps=num_warps, **launch, **cfg,
+        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, num_warps=num_warps, **cfg,
     )
     return out

@@ -41,10 +41,7 @@ def _router_kernel(
     K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
     SCORING: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
     N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, USE_PDL: tl.constexpr,
-    SIGNAL: tl.constexpr,  # `router_experts`: release the expert kernel's programs as soon as the routing is stored
 ):
-    if SIGNAL:
-        tl.extra.cuda.gdc_launch_dependents()  # the expert kernel (PDL) becomes resident and waits on cnt_ptr[1]
     pid = tl.program_id(0)
     offs_e = pid * BLOCK_E + tl.arange(0, BLOCK_E)
     emask = offs_e < E
@@ -82,9 +79,6 @@ def _router_kernel(
             tl.store(tw_ptr + t * K + kk, vals, mask=kk < K)
             tl.store(ids_ptr + t * K + kk, ids, mask=kk < K)
         tl.store(cnt_ptr, 0)
-        if SIGNAL:  # last: after this the router touches no memory (the expert kernel resets the flag)
-            tl.debug_barrier()
-            tl.atomic_xchg(cnt_ptr + 1, 1, sem="release", scope="gpu")
 
 
 def router_config(T: int, E: int, H: int, block_e: int = 1, num_warps: int = 1) -> dict:
@@ -99,11 +93,10 @@ def router_config(T: int, E: int, H: int, block_e: int = 1, num_warps: int = 1) 
 
 def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softmax", renormalize: bool = True, *,
            correction_bias: torch.Tensor | None = None, n_group: int = 1, topk_group: int = 1, scaling: float = 1.0,
-           config: dict | None = None, _signal: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+           config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Router logits and top-k routing in one launch; contract as `moelab.ops.moe.router_reference`.
 
     x [T, H] (T ≤ ROUTER_MAX_T), weight [E, H]. Returns (topk_weights [T, k] fp32, topk_ids [T, k] int32).
-    (`_signal`: `kernels.moe.router_experts` only — the pair kernel launched next waits on the flag it sets.)
     """
     check_router_args(x, weight)
     T, H = x.shape
@@ -129,11 +122,10 @@ def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softma
     launch = {"launch_pdl": True} if pdl else {}
     _router_kernel[(n_prog,)](
         x, weight, correction_bias if correction_bias is not None else logits, logits, w_out, ids,
-        counters(x.device, 2, "router"), T, E, H, x.stride(0), weight.stride(0), float(scaling),
+        counters(x.device, 1, "router"), T, E, H, x.stride(0), weight.stride(0), float(scaling),
         T_PAD=triton.next_power_of_2(T), N_PROG=n_prog, K=k, K_PAD=triton.next_power_of_2(k), E_PAD=e_pad,
         SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize), HAS_BIAS=correction_bias is not None,
-        N_GROUP=n_group, TOPK_GROUP=topk_group, USE_PDL=pdl, SIGNAL=bool(_signal), num_warps=num_warps, **launch,
-        **cfg,
+        N_GROUP=n_group, TOPK_GROUP=topk_group, USE_PDL=pdl, num_warps=num_warps, **launch, **cfg,
     )
     return w_out, ids
 

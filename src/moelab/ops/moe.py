@@ -243,19 +243,6 @@ def moe_block(x, router_logits, w13, w2, k, renormalize=True, shared=None, *, ou
     return _moe_block(x, router_logits, w13, w2, k, renormalize, shared, out=out)
 
 
-def router_experts_reference(x, router_weight, w13, w2, k, scoring="softmax", renormalize=True, shared=None):
-    """The decode MoE layer from its normed input: router logits and routing (`router_reference`), then the experts
-    (`fused_moe_reference`). Returns (out[T, H], topk_weights[T, k], topk_ids[T, k])."""
-    w, ids = router_reference(x, router_weight, k, scoring, renormalize)
-    return fused_moe_reference(x, w13, w2, w, ids, shared), w, ids
-
-
-def router_experts(x, router_weight, w13, w2, k, scoring="softmax", renormalize=True, shared=None, *, out=None):
-    """moelab's decode MoE layer: the one-launch router, then the experts, started while the router runs at T=1."""
-    from moelab.kernels.moe import router_experts as _router_experts
-    return _router_experts(x, router_weight, w13, w2, k, scoring, renormalize, shared, out=out)
-
-
 def router(x, weight, k, scoring="softmax", renormalize=True, **routing):
     """moelab's router: the logits GEMV and the routing in one launch (decode sizes, T ≤ 16); the keywords of
     `router_reference`."""
@@ -267,8 +254,6 @@ ops.register("route", route_reference, route, doc="top-k routing: softmax / topk
 ops.register("router", router_reference, router, doc="router logits (x·Wᵀ in x's dtype) and top-k routing, one launch")
 ops.register("moe_block", moe_block_reference, moe_block, doc="softmax routing + routed SwiGLU experts")
 ops.register("fused_moe", fused_moe_reference, fused_moe, doc="routed SwiGLU experts with the weighted top-k sum")
-ops.register("router_experts", router_experts_reference, router_experts,
-             doc="decode: router logits + routing, then the experts (PDL early start at T=1)")
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -201,7 +201,6 @@ class LayerFns:
             self._route = ops.get("route", "moelab")
             self._router = ops.get("router", "moelab")
             self._experts = ops.get("fused_moe", "moelab")
-            self._router_experts = ops.get("router_experts", "moelab")
 
     def add_rmsnorm(self, x, residual, w):
         return self._add_rmsnorm(x, residual, w, self.d.eps, offset=self.d.offset)
@@ -246,14 +245,6 @@ class LayerFns:
         if self.impl == "eager":
             return hf_route(F.linear(x, weight), self.d.k, self.d.renorm)
         return self._router(x, weight, self.d.k, "softmax", self.d.renorm)
-
-    def router_experts(self, x, router_w, w13, w2, shared):
-        """The engine's decode MoE layer: router + experts (moelab: `router_experts`, the experts started while the
-        router runs at T=1; eager: the HF router, then the expert loop)."""
-        if self.impl == "eager":
-            topk_w, ids = self.router(x, router_w)
-            return self.experts(x, w13, w2, topk_w, ids, shared)
-        return self._router_experts(x, router_w, w13, w2, self.d.k, "softmax", self.d.renorm, shared)[0]
 
     def route(self, logits):
         if self.impl == "eager":

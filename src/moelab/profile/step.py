@@ -141,8 +141,8 @@ class ChainedStep:
     def _mlp(self, x: torch.Tensor, w: dict) -> torch.Tensor:
         if not w["moe"]:
             return swiglu(x, w["mlp_w13"], w["mlp_w2"])
-        if x.shape[0] <= FUSED_ROUTER_MAX_T:  # the engine's decode path (moelab: `router_experts`)
-            return self.f.router_experts(x, w["router"], w["w13"], w["w2"], w["shared"])
+        if x.shape[0] <= FUSED_ROUTER_MAX_T:  # the engine's decode path
+            topk_w, ids = self.f.router(x, w["router"])
         else:
             topk_w, ids = self.f.route(F.linear(x, w["router"]))
         return self.f.experts(x, w["w13"], w["w2"], topk_w, ids, w["shared"])
