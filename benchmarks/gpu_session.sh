@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..T    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..V    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -152,6 +152,21 @@ case "${1:?stage A to G}" in
     run gpu-tests 120 python -m pytest tests/kernels/test_attention.py tests/kernels/test_rope.py -q -p no:cacheprovider --tb=short -rf
     run decode 45 python benchmarks/bench_decode.py --batch 1 --rows moelab
     run trace-b1 60 python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    ;;
+  U)  # router_experts (commit 61cf490): the experts started while the router runs (PDL + the router's flag), A/B in
+      # one call; a loss at batch 1 (2.760 vs 2.708 ms), reverted
+    run gpu-tests 170 python -m pytest tests/kernels/test_router_experts.py tests/kernels/test_router.py tests/engine/test_generate.py tests/engine/test_parity.py -q -p no:cacheprovider --tb=short -rf
+    run decode 45 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-no-early 45 env MOELAB_EARLY_EXPERTS=0 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run trace-b1 45 python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    run decode-b8 80 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
+    run profile 150 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 10 --impl eager,moelab --save
+    ;;
+  V)  # the session's final records, on the shipped code
+    run decode 45 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-b8 80 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
+    run profile 100 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 10 --impl eager,moelab --save
+    run trace-b1 45 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

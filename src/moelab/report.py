@@ -124,6 +124,12 @@ def _newest(recs: list[tuple[str, dict]], kind: str, key=lambda r: None) -> list
     return sorted(best.values(), key=lambda nr: nr[1]["env"]["date"])
 
 
+def _uncovered(recs: list[tuple[str, dict]], cells) -> list[tuple[str, dict]]:
+    """Drop each record whose cells(record) (a frozenset) a newer record's cells strictly contain."""
+    return [(n, r) for n, r in recs
+            if not any(cells(r) < cells(o) and o["env"]["date"] > r["env"]["date"] for _, o in recs)]
+
+
 def results_markdown(results_dir: str = "benchmarks/results") -> str:
     """Markdown for the README: the newest record of each kind (per model and tp for bench-moe)."""
     import json
@@ -176,10 +182,8 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
     def shapes(r):
         return frozenset((x["B"], x["ctx"]) for x in r["rows"])
 
-    att = _newest(recs, "bench-attention", key=shapes)
     # a partial run (a sweep of two shapes) shows only while no newer run covers its shapes too
-    att = [(n, r) for n, r in att if not any(shapes(r) < shapes(o) and o["env"]["date"] > r["env"]["date"]
-                                             for _, o in att)]
+    att = _uncovered(_newest(recs, "bench-attention", key=shapes), shapes)
     for name, r in att:
         out.append(f"### Decode attention (`benchmarks/bench_attention.py`)\n\nGQA {r['heads'][0]}/{r['heads'][1]} × "
                    f"{r['head_dim']}, {r['dtype']}, graph-replayed; floor = K and V bytes ÷ {r['read_gbps']:.0f} GB/s — "
@@ -224,9 +228,7 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
     def cells(r):
         return frozenset((x["batch"], x["row"]) for x in r["rows"])
 
-    dec = _newest(recs, "bench-decode", key=cells)
-    dec = [(n, r) for n, r in dec if not any(cells(r) < cells(o) and o["env"]["date"] > r["env"]["date"]
-                                             for _, o in dec)]
+    dec = _uncovered(_newest(recs, "bench-decode", key=cells), cells)
     for name, r in dec:
         out.append(f"### End-to-end decode (`benchmarks/bench_decode.py`)\n\n{r['model']}, random bf16 weights, prompt "
                    f"{r['prompt_len']}, up to {r['new_tokens']} new tokens (the eager rows time fewer: they run ~100 ms a token) — "
