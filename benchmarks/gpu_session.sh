@@ -113,7 +113,7 @@ case "${1:?stage A to G}" in
   P)  # session 5: q/k norm + RoPE + KV append fused into the split kernel, PDL prefetch of its first K/V tile
     run gpu-tests 200 python -m pytest tests/kernels/test_attention.py tests/kernels/test_rope.py tests/engine/test_parity.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
     run decode 60 python benchmarks/bench_decode.py --batch 1 --rows moelab
-    run decode-unfused 60 env MOELAB_ATTN_KV=0 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-unfused 60 env MOELAB_ATTN_KV=0 python benchmarks/bench_decode.py --batch 1 --rows moelab  # (switch removed since)
     run trace-b1 80 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     run decode-b8 100 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
     ;;

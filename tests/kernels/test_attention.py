@@ -274,7 +274,7 @@ def test_kv_fused_registry_and_errors():
         decode_attention_kv(q[:, None], k, v, qw, kw, pos, kc, vc, **a)
     with pytest.raises(ValueError, match="give both q_weight and k_weight"):
         decode_attention_kv(q, k, v, qw, None, pos, kc, vc, **a)
-    with pytest.raises(ValueError, match="q_weight must be \\[16\\]"):
+    with pytest.raises(ValueError, match="q_weight has shape \\(8,\\); expected \\(16,\\)"):
         decode_attention_kv(q, k, v, qw[:8], kw, pos, kc, vc, **a)
     with pytest.raises(ValueError, match="rotary_dim 5"):
         decode_attention_kv(q, k, v, qw, kw, pos, kc, vc, rotary_dim=5, **a)

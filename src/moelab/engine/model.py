@@ -16,8 +16,6 @@ Which code runs where:
 
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.nn.functional as F
 
@@ -26,8 +24,6 @@ from moelab.engine.cache import KVCache
 from moelab.engine.config import ATTENTION, EngineConfig
 from moelab.kernels.router import FUSED_ROUTER_MAX_T
 from moelab.ops.linear import dense_for
-
-_UNFUSED_ATTENTION = os.environ.get("MOELAB_ATTN_KV", "1") == "0"
 
 
 def prefill_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -60,7 +56,6 @@ class Attention:
         self.rope = None if cfg.qk_norm == "head" else ops.get("rope", impl)  # Qwen2, Mixtral, OLMoE
         # Decode: q/k norm + RoPE + the KV append + attention in one op (the split kernel's launch, moelab).
         self.decode_attention_kv = ops.get("decode_attention_kv", impl)
-        self.norm_rope_kv, self.decode_attention = ops.get("qk_norm_rope_kv", impl), ops.get("decode_attention", impl)
         self.rmsnorm = ops.get("rmsnorm", impl)
         self.dense = dense_for(impl)
 
@@ -105,14 +100,8 @@ class Attention:
         cfg = self.cfg
         q, k, v = self._project(x)  # [B, H·, D]
         # q/k norm (Qwen3) or none, RoPE, the KV append and attention: one op (under impl="moelab" the split
-        # kernel does the prologue, so no launch of its own: −2.9 µs per layer expected, docs/worklog.md).
+        # kernel does the prologue, so it has no launch of its own: −70 µs per token at batch 1, docs/worklog.md).
         head_norm = cfg.qk_norm == "head"
-        if _UNFUSED_ATTENTION:  # A/B switch for one session's measurement (MOELAB_ATTN_KV=0): the two-op form
-            q = self.norm_rope_kv(q, k, v, self.q_norm if head_norm else None, self.k_norm if head_norm else None,
-                                  step.positions, cache.k[self.i], cache.v[self.i], eps=cfg.rms_eps,
-                                  rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim)
-            out = self.decode_attention(q, cache.k[self.i], cache.v[self.i], step.positions + 1, scale=self.scale)
-            return self.dense(out.reshape(x.shape[0], -1), self.o, self.o_bias)
         out = self.decode_attention_kv(q, k, v, self.q_norm if head_norm else None, self.k_norm if head_norm else None,
                                        step.positions, cache.k[self.i], cache.v[self.i], eps=cfg.rms_eps,
                                        rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim, scale=self.scale)

@@ -29,7 +29,7 @@ import triton
 import triton.language as tl
 
 from moelab.kernels import dot_precision, pdl_supported
-from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args
+from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
 _LOG2E = 1.4426950408889634
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -452,24 +452,8 @@ def decode_attention_kv(
     b, hq, d = q.shape
     if k_cache.shape[0] != b or k_cache.shape[3] != d:
         raise ValueError(f"decode_attention_kv: k_cache is {tuple(k_cache.shape)}; expected [{b}, Hk, S_max, {d}]")
-    rotary_dim = d if rotary_dim is None else int(rotary_dim)
-    if rotary_dim < 0 or rotary_dim > d or rotary_dim % 2:
-        raise ValueError(f"decode_attention_kv: rotary_dim {rotary_dim} must be even and in 0..{d}")
-    norm = q_weight is not None or k_weight is not None
-    if norm:
-        if q_weight is None or k_weight is None:
-            raise ValueError("decode_attention_kv: give both q_weight and k_weight, or neither (RoPE only)")
-        for name, w in (("q_weight", q_weight), ("k_weight", k_weight)):
-            if tuple(w.shape) != (d,) or w.device != q.device or w.dtype not in _DTYPES:
-                raise ValueError(f"decode_attention_kv: {name} must be [{d}] float on {q.device}; got "
-                                 f"{tuple(w.shape)} {w.dtype} on {w.device}")
-        if q_weight.dtype != k_weight.dtype:
-            raise TypeError(f"decode_attention_kv: q_weight/k_weight dtypes {q_weight.dtype}/{k_weight.dtype} differ")
-        q_weight, k_weight = q_weight.contiguous(), k_weight.contiguous()
-        out_dtype = q.dtype if offset else torch.promote_types(q.dtype, q_weight.dtype)
-    else:
-        q_weight = k_weight = q  # unused
-        out_dtype = q.dtype
+    q_weight, k_weight, rotary_dim, out_dtype, norm = norm_rope_args("decode_attention_kv", q, q_weight, k_weight,
+                                                                     rotary_dim, offset)
     if out_dtype != k_cache.dtype or q.dtype != k_cache.dtype:
         raise ValueError(f"decode_attention_kv: the cache is {k_cache.dtype} but q is {q.dtype} and normalised q/k "
                          f"would be {out_dtype}")

@@ -173,6 +173,30 @@ def _inv_freq(rope_theta: float, rotary_dim: int, device: torch.device) -> torch
     return t
 
 
+def norm_rope_args(op: str, q: torch.Tensor, q_weight, k_weight, rotary_dim, offset: bool):
+    """The q/k norm + RoPE arguments of `op` (this file's kernels, and `kernels.attention.decode_attention_kv`),
+    checked: (q_weight, k_weight, rotary_dim, out_dtype, norm). Without weights (RoPE only) both weights come back
+    as q, an unused pointer; out_dtype is what HF's norm yields (q's dtype, or promoted by the weight's)."""
+    d = q.shape[-1]
+    rotary_dim = d if rotary_dim is None else int(rotary_dim)
+    if rotary_dim < 0 or rotary_dim > d or rotary_dim % 2:
+        raise ValueError(f"{op}: rotary_dim {rotary_dim} must be even and in 0..{d}")
+    norm = q_weight is not None or k_weight is not None
+    if not norm:
+        return q, q, rotary_dim, q.dtype, False
+    if q_weight is None or k_weight is None:
+        raise ValueError(f"{op}: give both q_weight and k_weight, or neither (RoPE only)")
+    for name, w in (("q_weight", q_weight), ("k_weight", k_weight)):
+        if tuple(w.shape) != (d,):
+            raise ValueError(f"{op}: {name} has shape {tuple(w.shape)}; expected ({d},)")
+        if w.device != q.device:
+            raise ValueError(f"{op}: {name} is on {w.device}, q on {q.device}")
+    if q_weight.dtype != k_weight.dtype or q_weight.dtype not in _DTYPES:
+        raise TypeError(f"{op}: q_weight/k_weight dtypes {q_weight.dtype}/{k_weight.dtype} must be one float dtype")
+    out_dtype = q.dtype if offset else torch.promote_types(q.dtype, q_weight.dtype)
+    return q_weight.contiguous(), k_weight.contiguous(), rotary_dim, out_dtype, True
+
+
 def _check(name: str, t: torch.Tensor, shape: tuple[int, ...] | None, device: torch.device) -> None:
     if shape is not None and tuple(t.shape) != shape:
         raise ValueError(f"qk_norm_rope: {name} has shape {tuple(t.shape)}; expected {shape}")
@@ -213,9 +237,6 @@ def qk_norm_rope(
         raise TypeError(f"qk_norm_rope: q/k dtypes {q.dtype}/{k.dtype}; expected one of float16/bfloat16/float32")
     if d == 0 or d > 1024:
         raise ValueError(f"qk_norm_rope: head_dim {d} is outside 1..1024")
-    rotary_dim = d if rotary_dim is None else int(rotary_dim)
-    if rotary_dim < 0 or rotary_dim > d or rotary_dim % 2:
-        raise ValueError(f"qk_norm_rope: rotary_dim {rotary_dim} must be even and in 0..{d}")
     dev = q.device
     if dev.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError(
@@ -225,21 +246,8 @@ def qk_norm_rope(
     _check("positions", positions, (t,), dev)
     if positions.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"qk_norm_rope: positions has dtype {positions.dtype}; expected int32 or int64")
-    norm = q_weight is not None or k_weight is not None
-    if norm:
-        if q_weight is None or k_weight is None:
-            raise ValueError("qk_norm_rope: give both q_weight and k_weight, or neither (RoPE only)")
-        _check("q_weight", q_weight, (d,), dev)
-        _check("k_weight", k_weight, (d,), dev)
-        if q_weight.dtype != k_weight.dtype or q_weight.dtype not in _DTYPES:
-            raise TypeError(
-                f"qk_norm_rope: q_weight/k_weight dtypes {q_weight.dtype}/{k_weight.dtype} must be one float dtype"
-            )
-        q_weight, k_weight = q_weight.contiguous(), k_weight.contiguous()
-        out_dtype = q.dtype if offset else torch.promote_types(q.dtype, q_weight.dtype)
-    else:
-        q_weight = k_weight = q  # unused pointers
-        out_dtype = q.dtype
+    q_weight, k_weight, rotary_dim, out_dtype, norm = norm_rope_args("qk_norm_rope", q, q_weight, k_weight, rotary_dim,
+                                                                     offset)
     for name, o, ref in (("q_out", q_out, q), ("k_out", k_out, k)):
         if o is not None and (o.shape != ref.shape or o.dtype != out_dtype or o.device != dev):
             raise ValueError(f"qk_norm_rope: {name} must be {tuple(ref.shape)} {out_dtype} on {dev}")
