@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..V    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..W    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -167,6 +167,17 @@ case "${1:?stage A to G}" in
     run decode-b8 80 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
     run profile 100 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 10 --impl eager,moelab --save
     run trace-b1 45 python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    ;;
+  W)  # session 6: the launch-chain switches, A/B in one process (ab_chain.py): W = every PDL GEMV requests its whole
+      # slice before gdc_wait (o_proj: 32 KB per program, 96 registers, one wave); A = the split kernel releases a
+      # PDL-launched combine as it starts, so the o projection streams during the split; N = the norms PDL-launched,
+      # the expert kernels release them as they start (the next layer's qkv weights stream in the experts' tail);
+      # M = the pair kernel PDL-launched after the router (a hardware wait, no spinning programs)
+    ALL="MOELAB_LINEAR_WHOLE_K=1 MOELAB_ATTN_PDL=1 MOELAB_NORM_PDL=1 MOELAB_MOE_PDL=1"
+    run gpu-tests 200 env $ALL python -m pytest tests/kernels/test_linear.py tests/kernels/test_attention.py tests/kernels/test_rmsnorm.py tests/kernels/test_moe.py tests/kernels/test_router.py tests/engine/test_parity.py -q -p no:cacheprovider --tb=short -rf
+    run ab-b1 240 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,W=MOELAB_LINEAR_WHOLE_K,A=MOELAB_ATTN_PDL,WA=MOELAB_LINEAR_WHOLE_K+MOELAB_ATTN_PDL,N=MOELAB_NORM_PDL,M=MOELAB_MOE_PDL,all=MOELAB_LINEAR_WHOLE_K+MOELAB_ATTN_PDL+MOELAB_NORM_PDL+MOELAB_MOE_PDL
+    run trace-all 45 env $ALL python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    run ab-b8 120 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,all=MOELAB_LINEAR_WHOLE_K+MOELAB_ATTN_PDL+MOELAB_NORM_PDL+MOELAB_MOE_PDL
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

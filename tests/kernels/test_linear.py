@@ -173,6 +173,25 @@ def test_config_heuristic():
         assert c["SPLIT_K"] == 1 and N // c["BLOCK_N"] >= 3.5 * 132
 
 
+@pytest.mark.parametrize("T,N,K,split", [(1, 9, 300, 1), (2, 33, 1000, 1), (3, 5, 700, 3)])
+def test_whole_k_chunk(T, N, K, split, close):
+    """Each split's K range in one chunk (the path with no loop and no second buffer: WHOLE_K in the kernel)."""
+    x, w, b = make(T, N, K, torch.float16, seed=T + N, bias=True)
+    bk = 1 << (-(-K // split) - 1).bit_length()  # next power of two ≥ the split's share
+    got = linear(x, w, b, out=poisoned(T, N, x.dtype), config=dict(BLOCK_K=bk, SPLIT_K=split))
+    close(got, linear_reference(x, w, b))
+
+
+def test_whole_k_config():
+    """whole_k: o_proj (K=4096) and qkv (K=2048) at T ≤ 2 in one chunk of ≤ 32 KB per program; larger T or K keep
+    the streaming loop."""
+    for N, K in ((2048, 4096), (5120, 2048)):
+        c = linear_config(1, N, K, whole_k=True)
+        assert c["BLOCK_K"] == K and c["SPLIT_K"] == 1 and c["BLOCK_N"] * K * 2 <= 32 * 1024
+    assert linear_config(8, 2048, 4096, whole_k=True) == linear_config(8, 2048, 4096)
+    assert linear_config(1, 2048, 8192, whole_k=True) == linear_config(1, 2048, 8192)
+
+
 def test_registered_kernel_is_this_kernel():
     assert ops.get("linear", "moelab") is linear
     assert ops.get("linear", "eager") is linear_reference
@@ -228,6 +247,18 @@ def test_compiles_for_sm90_streaming_weight(sm90):
     assert loop.index("ld.global.L1::evict_first") < loop.index("fma.rn.f32")
     assert len(re.findall(r"ld\.global\.L1::evict_first", loop)) == len(weight_loads) // 2  # prologue + loop
     assert "shfl" not in loop and "bar.sync" not in loop
+
+
+def test_compiles_for_sm90_whole_k_before_the_wait(sm90):
+    """o_proj T=1 in one chunk: all 16 of a thread's weight vectors are requested before griddepcontrol.wait, and
+    no weight load comes after it (no loop, no second buffer)."""
+    job = sm90["linear_whole_k_pdl"]
+    assert "error" not in job, job.get("error")
+    ptx = job["ptx"]
+    wait = ptx.index("griddepcontrol.wait")
+    before = re.findall(r"ld\.global\S*", ptx[:wait])
+    assert len(before) == 16 and all("evict_first" in ld and ".v4." in ld for ld in before), before
+    assert not re.findall(r"ld\.global\.L1::evict_first", ptx[wait:])
 
 
 def test_compiles_for_sm90_split_k_and_pdl(sm90):

@@ -83,7 +83,7 @@ def _split_kernel(
     HAS_SINKS: tl.constexpr,
     FINAL: tl.constexpr,  # one split: normalise and write `out` here
     PRECISION: tl.constexpr,  # tl.dot input_precision: "ieee" for fp32 inputs
-    TRIGGER: tl.constexpr,  # FINAL only: release a PDL-launched next kernel now (kernels.pdl_supported)
+    TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the combine, or with FINAL the o projection) now
     NEW_KV: tl.constexpr,  # decode (NQ = 1): q, k raw from the projection; norm + RoPE + KV append fused here
     NORM: tl.constexpr,  # NEW_KV: q/k RMSNorm before RoPE (else RoPE only)
     OFFSET: tl.constexpr,  # NEW_KV: the (1 + w) norm of Qwen3-Next
@@ -228,9 +228,12 @@ def _combine_kernel(
     BLOCK_S: tl.constexpr,
     BLOCK_D: tl.constexpr,
     TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the o projection) now: kernels.pdl_supported
+    USE_PDL: tl.constexpr,  # launched with PDL (the split kernel released it as it started): wait for its partials
 ):
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()  # the partials are the split kernel's output
     pid = tl.program_id(0)
     head = pid % HQ
     qi = (pid // HQ) % NQ
@@ -384,6 +387,9 @@ def decode_attention(
         kn, vn, qw, kw, inv_freq, half, eps, norm, offset = _new_kv
         new_strides = (*kn.stride(), *vn.stride())
     pdl = _new_kv is not None and pdl_supported(dev)  # the qkv GEMV before it releases it early
+    # Session-6 A/B switch: the split kernel releases the combine (PDL-launched) as it starts, and so the o projection
+    # after it, whose weights then stream during the split.
+    chain_pdl = pdl_supported(dev) and os.environ.get("MOELAB_ATTN_PDL", "0") == "1"
     launch = {"launch_pdl": True} if pdl else {}
     _split_kernel[(b * hk, splits)](
         q4, k_cache, v_cache, seq_lens, sinks_arg, out4, mid_o, mid_lse,
@@ -394,7 +400,8 @@ def decode_attention(
         G=g, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         HAS_WINDOW=window is not None, HAS_SINKS=sinks is not None, FINAL=final,
         PRECISION=dot_precision(q.dtype),  # fp32 caches get true fp32 products, not tf32
-        TRIGGER=final and pdl_supported(dev), NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset, USE_PDL=pdl,
+        TRIGGER=(final or chain_pdl) and pdl_supported(dev), NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset,
+        USE_PDL=pdl,
         num_warps=4, num_stages=3, **launch,
     )
     if not final:
@@ -404,7 +411,8 @@ def decode_attention(
             hq, nq, d, splits,
             *mid_o.stride(), *mid_lse.stride(), *out4.stride(),
             HAS_SINKS=sinks is not None, BLOCK_S=block_s, BLOCK_D=block_d, TRIGGER=pdl_supported(dev),
-            num_warps=max(4, min(16, block_s * block_d // 2048)),  # ≤ 64 fp32 partial values per thread at warp 32
+            USE_PDL=chain_pdl, num_warps=max(4, min(16, block_s * block_d // 2048)),  # ≤ 64 fp32 values per thread
+            **({"launch_pdl": True} if chain_pdl else {}),
         )
     return out
 

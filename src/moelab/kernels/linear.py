@@ -35,6 +35,7 @@ lanes when it sizes BLOCK_K, a performance choice only: any warp size computes t
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 import triton
@@ -45,6 +46,18 @@ from moelab.kernels.attention import sm_count
 
 LINEAR_MAX_T = 16  # decode sizes; a larger T belongs to a tensor-core GEMM (cuBLAS), not to a GEMV
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@triton.jit
+def _accumulate(acc, w_chunk, x_ptr, s_xt, kk, kmask, offs_t, T: tl.constexpr, BLOCK_N: tl.constexpr,
+                KV: tl.constexpr, VEC: tl.constexpr):
+    """acc[t, n, j] += Σ over vector j's VEC columns of w_chunk[n, :] · x[t, kk] — in-thread, no cross-lane sum."""
+    w = w_chunk.to(tl.float32)  # converted once, used by every token
+    for t in tl.static_range(T):
+        xt = tl.load(x_ptr + t * s_xt + kk, mask=kmask, other=0.0).to(tl.float32)  # L1/L2: tiny, reused
+        r = tl.sum(tl.reshape(w * xt[None, :], (BLOCK_N, KV, VEC)), axis=2)  # in-thread: one vector each
+        acc = tl.where((offs_t == t)[:, None, None], acc + r[None, :, :], acc)  # t is per-register: folded
+    return acc
 
 
 @triton.jit
@@ -59,6 +72,7 @@ def _linear_kernel(
     # meta-parameters
     T: tl.constexpr, T_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, VEC: tl.constexpr,
     SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, USE_PDL: tl.constexpr,
+    WHOLE_K: tl.constexpr,  # each split's K range is one BLOCK_K chunk: all of it is requested before gdc_wait
 ):
     KV: tl.constexpr = BLOCK_K // VEC  # 16-byte vectors per chunk row
     pid_n = tl.program_id(0)
@@ -80,19 +94,20 @@ def _linear_kernel(
     # acc[t, n, j]: one fp32 partial per 16-byte vector column j of the chunk; each thread owns its own j, so the
     # loop has no cross-lane reduction (that happens once, after the loop).
     acc = tl.zeros((T_PAD, BLOCK_N, KV), dtype=tl.float32)
-    for k0 in range(k_begin, k_end, BLOCK_K):
-        kk = k0 + offs_k
-        kmask = kk < k_end
-        # The next chunk's bytes go in flight before this chunk is reduced (all-masked past the split's end).
-        w_ptrs += BLOCK_K
-        w_next = tl.load(w_ptrs, mask=nmask[:, None] & ((kk + BLOCK_K) < k_end)[None, :], other=0.0,
-                         eviction_policy="evict_first")
-        w = w_cur.to(tl.float32)  # converted once, used by every token
-        for t in tl.static_range(T):
-            xt = tl.load(x_ptr + t * s_xt + kk, mask=kmask, other=0.0).to(tl.float32)  # L1/L2: tiny, reused
-            r = tl.sum(tl.reshape(w * xt[None, :], (BLOCK_N, KV, VEC)), axis=2)  # in-thread: one vector each
-            acc = tl.where((offs_t == t)[:, None, None], acc + r[None, :, :], acc)  # t is per-register: folded
-        w_cur = w_next
+    if WHOLE_K:
+        # The split's whole K range is this one chunk, requested before the wait: no second buffer, no loop.
+        kk = k_begin + offs_k
+        acc = _accumulate(acc, w_cur, x_ptr, s_xt, kk, kk < k_end, offs_t, T, BLOCK_N, KV, VEC)
+    else:
+        for k0 in range(k_begin, k_end, BLOCK_K):
+            kk = k0 + offs_k
+            kmask = kk < k_end
+            # The next chunk's bytes go in flight before this chunk is reduced (all-masked past the split's end).
+            w_ptrs += BLOCK_K
+            w_next = tl.load(w_ptrs, mask=nmask[:, None] & ((kk + BLOCK_K) < k_end)[None, :], other=0.0,
+                             eviction_policy="evict_first")
+            acc = _accumulate(acc, w_cur, x_ptr, s_xt, kk, kmask, offs_t, T, BLOCK_N, KV, VEC)
+            w_cur = w_next
     y = tl.sum(acc, axis=2)  # [T_PAD, BLOCK_N]
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
@@ -124,7 +139,7 @@ def _major(device: torch.device) -> int:
     return torch.cuda.get_device_capability(device)[0]
 
 
-def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132) -> dict:
+def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132, whole_k: bool = False) -> dict:
     """Launch parameters for y[T, N] = x[T, K] @ W[N, K]ᵀ: BLOCK_N, BLOCK_K, SPLIT_K, num_warps.
 
     A FIRST GUESS, nothing measured yet: to be swept on the H200 (`benchmarks/bench_linear.py --sweep`).
@@ -147,6 +162,10 @@ def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132
     block_k = min(32 * vec * num_warps, max(vec, triton.next_power_of_2(K)))
     block_n = min(4 if T <= 2 else 2, triton.next_power_of_2(max(N, 1)))
     num_warps = max(1, min(num_warps, block_n * block_k // (32 * vec)))
+    if whole_k and T <= 2 and block_n * triton.next_power_of_2(K) * elem_bytes <= 32 * 1024:
+        # A PDL launch whose programs each request their whole slice before the wait (≤ 64 data registers per
+        # thread at 4 warps of 32): the weight streams while the kernels before it run.
+        return dict(BLOCK_N=block_n, BLOCK_K=triton.next_power_of_2(K), SPLIT_K=1, num_warps=num_warps)
     n_blk, chunks = triton.cdiv(N, block_n), triton.cdiv(K, block_k)
     split = 1
     while split < 16 and 2 * n_blk * split <= 4 * sms and chunks >= 4 * split:
@@ -229,7 +248,8 @@ def linear(
         return out
 
     elem = x.element_size()
-    cfg = linear_config(T, N, K, elem_bytes=elem, sms=sm_count(x.device))
+    whole_k = use_pdl and os.environ.get("MOELAB_LINEAR_WHOLE_K", "0") == "1"  # session-6 A/B switch
+    cfg = linear_config(T, N, K, elem_bytes=elem, sms=sm_count(x.device), whole_k=whole_k)
     unknown = set(config or {}) - set(cfg)
     if unknown:
         raise ValueError(f"linear: unknown config keys {sorted(unknown)}; known: {sorted(cfg)}")
@@ -254,6 +274,6 @@ def linear(
         N, K, k_chunks,
         x.stride(0), weight.stride(0), out.stride(0),
         T=T, T_PAD=triton.next_power_of_2(T), BLOCK_N=block_n, BLOCK_K=block_k, VEC=vec, SPLIT_K=split,
-        HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), num_warps=num_warps, **launch,
+        HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), WHOLE_K=k_chunks == 1, num_warps=num_warps, **launch,
     )
     return out

@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from moelab.kernels import counters, interpreting
-from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, spin_asm
+from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, chain_flags, spin_asm
 
 
 @triton.jit
@@ -42,7 +42,13 @@ def _moe_pairs_kernel(
     N_SLOTS: tl.constexpr, S_PAD: tl.constexpr, N_IBLK: tl.constexpr, N_HBLK: tl.constexpr, N1: tl.constexpr,
     BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
     HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, SPIN_ASM: tl.constexpr,
+    TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the next norm) as each program starts
+    USE_PDL: tl.constexpr,  # launched with PDL (the router released it): wait before reading anything
 ):
+    if TRIGGER:
+        tl.extra.cuda.gdc_launch_dependents()
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()  # the routing, x and the counters all follow the router's completion
     # counters: [0, N_SLOTS) phase-1 blocks done per slot; N_SLOTS + hb: slots done for output block hb;
     # N_SLOTS + N_HBLK: output blocks done (the last resets all).
     P: tl.constexpr = T * K
@@ -157,6 +163,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     I = I2 // 2
     k = topk_ids.shape[1]
     cfg = dict(pairs_config(T, k, H, I), **(config or {}))
+    trigger, pdl = chain_flags(x.device)
     num_warps = cfg.pop("num_warps")
     spin = spin_asm(cfg.pop("SPIN_SLEEP", 0))
     if spin and interpreting():
@@ -179,6 +186,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         T=T, K=k, K_PAD=triton.next_power_of_2(k), T_PAD=triton.next_power_of_2(T),
         N_SLOTS=n_slots, S_PAD=triton.next_power_of_2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
-        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, num_warps=num_warps, **cfg,
+        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger, USE_PDL=pdl,
+        num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
     )
     return out

@@ -42,6 +42,7 @@ def _add_rmsnorm_kernel(
     OFFSET: tl.constexpr,
     BLOCK_H: tl.constexpr,
     TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (a weight GEMV) now: see kernels.pdl_supported
+    USE_PDL: tl.constexpr,  # launched with PDL: the weight is read before gdc_wait, x and the residual after it
 ):
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
@@ -49,6 +50,9 @@ def _add_rmsnorm_kernel(
     cols = tl.arange(0, BLOCK_H)
     mask = cols < H
     act_ty = x_ptr.dtype.element_ty
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)  # no kernel's output
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
 
     x = tl.load(x_ptr + row * sxr + cols * sxc, mask=mask, other=0.0)
     if HAS_RESIDUAL:
@@ -61,7 +65,6 @@ def _add_rmsnorm_kernel(
         h = x.to(tl.float32)
 
     rstd = tl.rsqrt(tl.sum(h * h, axis=0) / H + eps)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     n = h * rstd
     if OFFSET:
         y = n * (1.0 + w)
@@ -157,13 +160,14 @@ def add_rmsnorm(
     q2 = x2 if q2 is None else q2
 
     block, warps = _launch_params(h)
+    pdl = pdl_supported(x.device) and os.environ.get("MOELAB_NORM_PDL", "0") == "1"  # session-6 A/B switch
     _add_rmsnorm_kernel[(rows,)](
         x2, r2, weight, o2, q2,
         h, float(eps),
         x2.stride(0), x2.stride(1), r2.stride(0), r2.stride(1),
         o2.stride(0), o2.stride(1), q2.stride(0), q2.stride(1),
         HAS_RESIDUAL=residual is not None, OFFSET=bool(offset), BLOCK_H=block, TRIGGER=pdl_supported(x.device),
-        num_warps=warps,
+        USE_PDL=pdl, num_warps=warps, **({"launch_pdl": True} if pdl else {}),
     )
     return out, new_residual
 

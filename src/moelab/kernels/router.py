@@ -17,6 +17,8 @@ resets the counter, so no memset launch is needed.
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -41,7 +43,10 @@ def _router_kernel(
     K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
     SCORING: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
     N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, USE_PDL: tl.constexpr,
+    TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the experts) as each program starts
 ):
+    if TRIGGER:
+        tl.extra.cuda.gdc_launch_dependents()
     pid = tl.program_id(0)
     offs_e = pid * BLOCK_E + tl.arange(0, BLOCK_E)
     emask = offs_e < E
@@ -125,7 +130,9 @@ def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softma
         counters(x.device, 1, "router"), T, E, H, x.stride(0), weight.stride(0), float(scaling),
         T_PAD=triton.next_power_of_2(T), N_PROG=n_prog, K=k, K_PAD=triton.next_power_of_2(k), E_PAD=e_pad,
         SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize), HAS_BIAS=correction_bias is not None,
-        N_GROUP=n_group, TOPK_GROUP=topk_group, USE_PDL=pdl, num_warps=num_warps, **launch, **cfg,
+        N_GROUP=n_group, TOPK_GROUP=topk_group, USE_PDL=pdl,
+        TRIGGER=pdl and os.environ.get("MOELAB_MOE_PDL", "0") == "1",  # session-6 A/B switch (moe_decode.chain_flags)
+        num_warps=num_warps, **launch, **cfg,
     )
     return w_out, ids
 

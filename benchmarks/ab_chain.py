@@ -1,0 +1,98 @@
+"""A/B of launch-chain switches on the end-to-end decode step, in one process on the same weights.
+
+    python benchmarks/ab_chain.py [--batch 1] [--variants base,W=MOELAB_LINEAR_WHOLE_K,...] [--rounds 3]
+
+Each variant is a set of `MOELAB_*` switches read at launch time (so at graph capture). The engine is built once;
+for every round, every variant in turn sets its switches, re-captures the decode graph, and times 255 decode steps
+(median of 3 runs, as `moelab decode` times them). The rounds interleave the variants, so a drift of the machine
+shows in every variant alike. Reported per variant: the median over rounds of ms per token, its spread over the
+rounds, the ratio to the first variant, and whether its greedy tokens equal the first variant's (they need not:
+a switch that changes a reduction's order changes roundings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+
+import torch
+
+from moelab import report, timing
+from moelab.engine import build
+
+SWITCHES = ("MOELAB_LINEAR_WHOLE_K", "MOELAB_ATTN_PDL", "MOELAB_NORM_PDL", "MOELAB_MOE_PDL")
+
+
+def parse_variants(text: str) -> list[tuple[str, tuple[str, ...]]]:
+    """"base,W=MOELAB_A,WA=MOELAB_A+MOELAB_B" -> [("base", ()), ("W", ("MOELAB_A",)), ("WA", (...))]."""
+    out = []
+    for item in text.split(","):
+        name, _, sw = item.partition("=")
+        names = tuple(s for s in sw.split("+") if s)
+        unknown = [s for s in names if s not in SWITCHES]
+        if unknown:
+            raise SystemExit(f"unknown switch {unknown[0]}; known: {', '.join(SWITCHES)}")
+        out.append((name, names))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="qwen3-30b-a3b")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--prompt-len", type=int, default=128)
+    ap.add_argument("--new-tokens", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--variants", default="base")
+    ap.add_argument("--no-save", action="store_true")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("ab_chain needs a CUDA GPU")
+    variants = parse_variants(args.variants)
+    eng = build(args.model, random=True, batch=args.batch, max_len=args.prompt_len + args.new_tokens + 8)
+    prompt = torch.randint(0, eng.cfg.vocab, (args.batch, args.prompt_len), generator=torch.Generator().manual_seed(0))
+    prompt = prompt.to(eng.device)
+    steps = args.new_tokens - 1
+    times: dict[str, list[float]] = {name: [] for name, _ in variants}
+    tokens: dict[str, torch.Tensor] = {}
+    for _ in range(args.rounds):
+        for name, sw in variants:
+            for s in SWITCHES:
+                os.environ.pop(s, None)
+            for s in sw:
+                os.environ[s] = "1"
+            eng._graph = None  # re-capture under this variant's switches
+            toks = eng.generate(prompt, args.new_tokens)
+            tokens.setdefault(name, toks)
+            first = toks[:, 0].clone()
+
+            def decode_run() -> None:
+                eng.reseed()
+                eng.decode(first, steps)
+
+            t = timing.measure(decode_run, mode="host", warmup=1, samples=3)
+            times[name].append(t.median_us / 1e3 / steps)
+    for s in SWITCHES:
+        os.environ.pop(s, None)
+    base = variants[0][0]
+    base_ms = statistics.median(times[base])
+    rows = []
+    for name, sw in variants:
+        ms = statistics.median(times[name])
+        rows.append({"variant": name, "switches": "+".join(sw) or "-", "ms_per_token": ms,
+                     "spread_pct": 100 * (max(times[name]) - min(times[name])) / ms,
+                     "tokens_per_s": args.batch * 1e3 / ms, "vs_first": ms / base_ms,
+                     "same_tokens": bool(torch.equal(tokens[name], tokens[base])), "rounds_ms": times[name]})
+    report.table(rows, ["variant", "switches", "ms_per_token", "spread_pct", "tokens_per_s", "vs_first", "same_tokens"],
+                 title=f"launch-chain A/B, {args.model}, batch {args.batch}, prompt {args.prompt_len}, "
+                       f"{args.new_tokens} tokens, {args.rounds} rounds")
+    if not args.no_save:
+        path = timing.save_result("ab-chain", {"model": args.model, "batch": args.batch, "prompt_len": args.prompt_len,
+                                               "new_tokens": args.new_tokens, "rounds": args.rounds, "rows": rows})
+        print(f"saved {path}")
+
+
+if __name__ == "__main__":
+    with torch.inference_mode():
+        main()
