@@ -25,12 +25,13 @@ SWITCHES = ("MOELAB_LINEAR_WHOLE_K", "MOELAB_ATTN_PDL", "MOELAB_NORM_PDL", "MOEL
 
 
 def parse_variants(text: str) -> list[tuple[str, tuple[str, ...]]]:
-    """"base,W=MOELAB_A,WA=MOELAB_A+MOELAB_B" -> [("base", ()), ("W", ("MOELAB_A",)), ("WA", (...))]."""
+    """"base,W=MOELAB_A,WA=MOELAB_A+MOELAB_B:2" -> [("base", ()), ("W", ("MOELAB_A",)), ("WA", (...))]; a switch
+    is set to 1, or to the value after its colon."""
     out = []
     for item in text.split(","):
         name, _, sw = item.partition("=")
         names = tuple(s for s in sw.split("+") if s)
-        unknown = [s for s in names if s not in SWITCHES]
+        unknown = [s for s in names if s.partition(":")[0] not in SWITCHES]
         if unknown:
             raise SystemExit(f"unknown switch {unknown[0]}; known: {', '.join(SWITCHES)}")
         out.append((name, names))
@@ -61,7 +62,8 @@ def main() -> None:
             for s in SWITCHES:
                 os.environ.pop(s, None)
             for s in sw:
-                os.environ[s] = "1"
+                key, _, val = s.partition(":")
+                os.environ[key] = val or "1"
             eng._graph = None  # re-capture under this variant's switches
             toks = eng.generate(prompt, args.new_tokens)
             tokens.setdefault(name, toks)

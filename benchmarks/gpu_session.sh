@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..W    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..X    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -178,6 +178,15 @@ case "${1:?stage A to G}" in
     run ab-b1 240 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,W=MOELAB_LINEAR_WHOLE_K,A=MOELAB_ATTN_PDL,WA=MOELAB_LINEAR_WHOLE_K+MOELAB_ATTN_PDL,N=MOELAB_NORM_PDL,M=MOELAB_MOE_PDL,all=MOELAB_LINEAR_WHOLE_K+MOELAB_ATTN_PDL+MOELAB_NORM_PDL+MOELAB_MOE_PDL
     run trace-all 45 env $ALL python benchmarks/trace_decode.py --batch 1 --ctx 1024
     run ab-b8 120 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,all=MOELAB_LINEAR_WHOLE_K+MOELAB_ATTN_PDL+MOELAB_NORM_PDL+MOELAB_MOE_PDL
+    ;;
+  X)  # the trigger points: the split kernel releasing the combine after its prologue (ATTN_PDL=2), the pair kernel's
+      # phase 2 releasing the norm once its activations are ready (NORM_PDL=2); which switch costs at batch 8 and 32
+    ALL="MOELAB_LINEAR_WHOLE_K=1 MOELAB_ATTN_PDL=2 MOELAB_NORM_PDL=2 MOELAB_MOE_PDL=1"
+    run gpu-tests 160 env $ALL python -m pytest tests/kernels/test_moe.py tests/kernels/test_attention.py tests/kernels/test_router.py tests/engine/test_parity.py -k "gpu or graph or parity or router" -q -p no:cacheprovider --tb=short -rf
+    W1=MOELAB_LINEAR_WHOLE_K+MOELAB_MOE_PDL
+    run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,all11=$W1+MOELAB_ATTN_PDL+MOELAB_NORM_PDL,all21=$W1+MOELAB_ATTN_PDL:2+MOELAB_NORM_PDL,all12=$W1+MOELAB_ATTN_PDL+MOELAB_NORM_PDL:2,all22=$W1+MOELAB_ATTN_PDL:2+MOELAB_NORM_PDL:2
+    run ab-b8 150 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,A=MOELAB_ATTN_PDL,A2=MOELAB_ATTN_PDL:2,N=MOELAB_NORM_PDL
+    run ab-b32 150 python benchmarks/ab_chain.py --batch 32 --rounds 2 --new-tokens 64 --variants base,A2=MOELAB_ATTN_PDL:2,N=MOELAB_NORM_PDL
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

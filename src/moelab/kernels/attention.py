@@ -83,13 +83,14 @@ def _split_kernel(
     HAS_SINKS: tl.constexpr,
     FINAL: tl.constexpr,  # one split: normalise and write `out` here
     PRECISION: tl.constexpr,  # tl.dot input_precision: "ieee" for fp32 inputs
-    TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the combine, or with FINAL the o projection) now
+    TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the combine, or with FINAL the o projection): 0 no,
+    #                         1 as the program starts, 2 once its q is in registers (before the tile loop)
     NEW_KV: tl.constexpr,  # decode (NQ = 1): q, k raw from the projection; norm + RoPE + KV append fused here
     NORM: tl.constexpr,  # NEW_KV: q/k RMSNorm before RoPE (else RoPE only)
     OFFSET: tl.constexpr,  # NEW_KV: the (1 + w) norm of Qwen3-Next
     USE_PDL: tl.constexpr,  # launched with PDL: the first K/V tile is requested before gdc_wait
 ):
-    if TRIGGER:
+    if TRIGGER == 1:
         tl.extra.cuda.gdc_launch_dependents()
     bh = tl.program_id(0)
     split = tl.program_id(1)
@@ -168,6 +169,8 @@ def _split_kernel(
             mask=row_ok[:, None] & d_ok[None, :], other=0.0,
         )
 
+    if TRIGGER == 2:
+        tl.extra.cuda.gdc_launch_dependents()
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
@@ -389,7 +392,8 @@ def decode_attention(
     pdl = _new_kv is not None and pdl_supported(dev)  # the qkv GEMV before it releases it early
     # Session-6 A/B switch: the split kernel releases the combine (PDL-launched) as it starts, and so the o projection
     # after it, whose weights then stream during the split.
-    chain_pdl = pdl_supported(dev) and os.environ.get("MOELAB_ATTN_PDL", "0") == "1"
+    chain_level = int(os.environ.get("MOELAB_ATTN_PDL", "0")) if pdl_supported(dev) else 0
+    chain_pdl = chain_level > 0
     launch = {"launch_pdl": True} if pdl else {}
     _split_kernel[(b * hk, splits)](
         q4, k_cache, v_cache, seq_lens, sinks_arg, out4, mid_o, mid_lse,
@@ -400,7 +404,7 @@ def decode_attention(
         G=g, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         HAS_WINDOW=window is not None, HAS_SINKS=sinks is not None, FINAL=final,
         PRECISION=dot_precision(q.dtype),  # fp32 caches get true fp32 products, not tf32
-        TRIGGER=(final or chain_pdl) and pdl_supported(dev), NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset,
+        TRIGGER=chain_level or int(final and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset,
         USE_PDL=pdl,
         num_warps=4, num_stages=3, **launch,
     )

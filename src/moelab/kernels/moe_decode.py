@@ -262,8 +262,8 @@ def chain_flags(device) -> tuple[bool, bool]:
     """Session-6 A/B switches: (release the next kernel as each program starts — MOELAB_NORM_PDL=1, which also
     PDL-launches the norm after the experts; launch with PDL after the router — MOELAB_MOE_PDL=1)."""
     if not pdl_supported(device):
-        return False, False
-    return os.environ.get("MOELAB_NORM_PDL", "0") == "1", os.environ.get("MOELAB_MOE_PDL", "0") == "1"
+        return 0, False
+    return int(os.environ.get("MOELAB_NORM_PDL", "0")), os.environ.get("MOELAB_MOE_PDL", "0") == "1"
 
 
 def decode_config(T: int, k: int, H: int, I: int) -> dict:
@@ -305,7 +305,7 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         K=k, K_PAD=triton.next_power_of_2(k), P_PAD=triton.next_power_of_2(T * k),
         E_PAD=triton.next_power_of_2(E), S_MAX=s_max, S_PAD=triton.next_power_of_2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
-        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, PREC=_prec(x.dtype), TRIGGER=trigger,
+        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, PREC=_prec(x.dtype), TRIGGER=trigger > 0,
         num_warps=num_warps, **cfg,
     )
     return out

@@ -42,10 +42,11 @@ def _moe_pairs_kernel(
     N_SLOTS: tl.constexpr, S_PAD: tl.constexpr, N_IBLK: tl.constexpr, N_HBLK: tl.constexpr, N1: tl.constexpr,
     BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
     HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, SPIN_ASM: tl.constexpr,
-    TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the next norm) as each program starts
+    TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the next norm): 0 no, 1 as each program starts,
+    #                         2 phase-2 programs once their slot's activations are ready (phase 1 at its exit)
     USE_PDL: tl.constexpr,  # launched with PDL (the router released it): wait before reading anything
 ):
-    if TRIGGER:
+    if TRIGGER == 1:
         tl.extra.cuda.gdc_launch_dependents()
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the routing, x and the counters all follow the router's completion
@@ -101,6 +102,8 @@ def _moe_pairs_kernel(
         w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
                     other=0.0, eviction_policy="evict_first")  # in flight before we wait
         I_ready = _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I), I_s, SPIN_ASM)
+        if TRIGGER == 2:
+            tl.extra.cuda.gdc_launch_dependents()
         a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0, cache_modifier=".cg").to(tl.float32)
         acc = tl.sum(w.to(tl.float32) * a[None, :], axis=1)
         for k0 in range(BLOCK_K2, I_s, BLOCK_K2):

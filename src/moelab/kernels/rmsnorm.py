@@ -160,7 +160,7 @@ def add_rmsnorm(
     q2 = x2 if q2 is None else q2
 
     block, warps = _launch_params(h)
-    pdl = pdl_supported(x.device) and os.environ.get("MOELAB_NORM_PDL", "0") == "1"  # session-6 A/B switch
+    pdl = pdl_supported(x.device) and os.environ.get("MOELAB_NORM_PDL", "0") != "0"  # session-6 A/B switch
     _add_rmsnorm_kernel[(rows,)](
         x2, r2, weight, o2, q2,
         h, float(eps),
