@@ -1,8 +1,10 @@
-"""A/B of launch-chain switches on the end-to-end decode step, in one process on the same weights.
+"""A/B of `MOELAB_*` switches on the end-to-end decode step, in one process on the same weights.
 
-    python benchmarks/ab_chain.py [--batch 1] [--variants base,W=MOELAB_LINEAR_WHOLE_K,...] [--rounds 3]
+    python benchmarks/ab_chain.py [--batch 1] [--variants base,X=MOELAB_SOME_SWITCH,Y=MOELAB_A+MOELAB_B:2] [--rounds 3]
 
-Each variant is a set of `MOELAB_*` switches read at launch time (so at graph capture). The engine is built once;
+Each variant is a set of `MOELAB_*` environment switches read at launch time (so at graph capture): an experiment
+adds one to a launcher for the A/B, and the switch goes once it is decided. (Session 6 decided the PDL chain of
+`kernels.chain_pdl` this way: ab-chain-…T165231, …T170042, …T170247, …T170336.) The engine is built once;
 for every round, every variant in turn sets its switches, re-captures the decode graph, and times 255 decode steps
 (median of 3 runs, as `moelab decode` times them). The rounds interleave the variants, so a drift of the machine
 shows in every variant alike. Reported per variant: the median over rounds of ms per token, its spread over the
@@ -21,8 +23,6 @@ import torch
 from moelab import report, timing
 from moelab.engine import build
 
-SWITCHES = ("MOELAB_LINEAR_WHOLE_K", "MOELAB_ATTN_PDL", "MOELAB_NORM_PDL", "MOELAB_MOE_PDL")
-
 
 def parse_variants(text: str) -> list[tuple[str, tuple[str, ...]]]:
     """"base,W=MOELAB_A,WA=MOELAB_A+MOELAB_B:2" -> [("base", ()), ("W", ("MOELAB_A",)), ("WA", (...))]; a switch
@@ -31,9 +31,9 @@ def parse_variants(text: str) -> list[tuple[str, tuple[str, ...]]]:
     for item in text.split(","):
         name, _, sw = item.partition("=")
         names = tuple(s for s in sw.split("+") if s)
-        unknown = [s for s in names if s.partition(":")[0] not in SWITCHES]
-        if unknown:
-            raise SystemExit(f"unknown switch {unknown[0]}; known: {', '.join(SWITCHES)}")
+        bad = [s for s in names if not s.startswith("MOELAB_")]
+        if bad:
+            raise SystemExit(f"switch {bad[0]!r} is not a MOELAB_* environment variable")
         out.append((name, names))
     return out
 
@@ -51,6 +51,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("ab_chain needs a CUDA GPU")
     variants = parse_variants(args.variants)
+    switches = sorted({s.partition(":")[0] for _, sw in variants for s in sw})
     eng = build(args.model, random=True, batch=args.batch, max_len=args.prompt_len + args.new_tokens + 8)
     prompt = torch.randint(0, eng.cfg.vocab, (args.batch, args.prompt_len), generator=torch.Generator().manual_seed(0))
     prompt = prompt.to(eng.device)
@@ -59,7 +60,7 @@ def main() -> None:
     tokens: dict[str, torch.Tensor] = {}
     for _ in range(args.rounds):
         for name, sw in variants:
-            for s in SWITCHES:
+            for s in switches:
                 os.environ.pop(s, None)
             for s in sw:
                 key, _, val = s.partition(":")
@@ -75,7 +76,7 @@ def main() -> None:
 
             t = timing.measure(decode_run, mode="host", warmup=1, samples=3)
             times[name].append(t.median_us / 1e3 / steps)
-    for s in SWITCHES:
+    for s in switches:
         os.environ.pop(s, None)
     base = variants[0][0]
     base_ms = statistics.median(times[base])

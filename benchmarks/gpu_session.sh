@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..X    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -168,7 +168,8 @@ case "${1:?stage A to G}" in
     run profile 100 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 10 --impl eager,moelab --save
     run trace-b1 45 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     ;;
-  W)  # session 6: the launch-chain switches, A/B in one process (ab_chain.py): W = every PDL GEMV requests its whole
+  W)  # (outcome: batch 1 2.699 -> 2.483 ms with all four, each one a gain alone; batch 8 +1.2 %)
+      # session 6: the launch-chain switches, A/B in one process (ab_chain.py): W = every PDL GEMV requests its whole
       # slice before gdc_wait (o_proj: 32 KB per program, 96 registers, one wave); A = the split kernel releases a
       # PDL-launched combine as it starts, so the o projection streams during the split; N = the norms PDL-launched,
       # the expert kernels release them as they start (the next layer's qkv weights stream in the experts' tail);
@@ -179,7 +180,9 @@ case "${1:?stage A to G}" in
     run trace-all 45 env $ALL python benchmarks/trace_decode.py --batch 1 --ctx 1024
     run ab-b8 120 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,all=MOELAB_LINEAR_WHOLE_K+MOELAB_ATTN_PDL+MOELAB_NORM_PDL+MOELAB_MOE_PDL
     ;;
-  X)  # the trigger points: the split kernel releasing the combine after its prologue (ATTN_PDL=2), the pair kernel's
+  X)  # (outcome: batch 1 2.458 ms with the split's release after its prologue, best; the pair kernel's release at
+      # its start beat the later one; at batch 8 every link cost 0.5-0.9 %, at 32 all within 0.4 %: kernels.chain_pdl)
+      # the trigger points: the split kernel releasing the combine after its prologue (ATTN_PDL=2), the pair kernel's
       # phase 2 releasing the norm once its activations are ready (NORM_PDL=2); which switch costs at batch 8 and 32
     ALL="MOELAB_LINEAR_WHOLE_K=1 MOELAB_ATTN_PDL=2 MOELAB_NORM_PDL=2 MOELAB_MOE_PDL=1"
     run gpu-tests 160 env $ALL python -m pytest tests/kernels/test_moe.py tests/kernels/test_attention.py tests/kernels/test_router.py tests/engine/test_parity.py -k "gpu or graph or parity or router" -q -p no:cacheprovider --tb=short -rf
@@ -187,6 +190,17 @@ case "${1:?stage A to G}" in
     run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,all11=$W1+MOELAB_ATTN_PDL+MOELAB_NORM_PDL,all21=$W1+MOELAB_ATTN_PDL:2+MOELAB_NORM_PDL,all12=$W1+MOELAB_ATTN_PDL+MOELAB_NORM_PDL:2,all22=$W1+MOELAB_ATTN_PDL:2+MOELAB_NORM_PDL:2
     run ab-b8 150 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,A=MOELAB_ATTN_PDL,A2=MOELAB_ATTN_PDL:2,N=MOELAB_NORM_PDL
     run ab-b32 150 python benchmarks/ab_chain.py --batch 32 --rounds 2 --new-tokens 64 --variants base,A2=MOELAB_ATTN_PDL:2,N=MOELAB_NORM_PDL
+    ;;
+  Y)  # the chain shipped (kernels.chain_pdl, no switches): its GPU tests; then two small A/Bs in the chain: the
+      # whole-K GEMV with as many rows as fill 32 KB (qkv: 8 rows, 640 programs), the pair kernel's phase-2 chunk 512
+    run gpu-tests 200 python -m pytest tests/kernels/test_linear.py tests/kernels/test_rmsnorm.py tests/kernels/test_moe.py tests/kernels/test_attention.py tests/kernels/test_router.py tests/engine/test_parity.py tests/engine/test_generate.py -k "gpu or graph or parity or router" -q -p no:cacheprovider --tb=short -rf
+    run ab-b1 150 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,fill=MOELAB_WHOLE_K_FILL,k2=MOELAB_PAIRS_K2:512,both=MOELAB_WHOLE_K_FILL+MOELAB_PAIRS_K2:512
+    ;;
+  Z)  # the session's final records, on the shipped code
+    run decode 45 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-b8 80 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
+    run profile 100 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 10 --impl eager,moelab --save
+    run trace-b1 45 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

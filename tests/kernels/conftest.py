@@ -123,7 +123,7 @@ SM90_JOBS = {
                   {"T": 1, "K": 8, "K_PAD": 8, "T_PAD": 1, "N_SLOTS": 9, "S_PAD": 16, "N_IBLK": 96, "N_HBLK": 128,
                    "N1": 864, "BLOCK_I": 8, "BLOCK_K": 512, "BLOCK_H": 16, "BLOCK_K2": 512, "HAS_SHARED": True,
                    "SHARED_GATE": True, "SPIN_ASM": "",
-                   "TRIGGER": 0, "USE_PDL": False},
+                   "TRIGGER": False, "USE_PDL": False},
                   ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"]),
     "moe_pairs_backoff": ("moe_pairs", "_moe_pairs_kernel",  # the spin with nanosleep between polls
                           {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",
@@ -133,7 +133,7 @@ SM90_JOBS = {
                            "N_HBLK": 64, "N1": 768, "BLOCK_I": 8, "BLOCK_K": 1024, "BLOCK_H": 32, "BLOCK_K2": 256,
                            "HAS_SHARED": False, "SHARED_GATE": False,
                            "SPIN_ASM": "{ nanosleep.u32 256; mov.b32 $0, $1; }",
-                           "TRIGGER": 2, "USE_PDL": True},
+                           "TRIGGER": True, "USE_PDL": True},
                           ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"]),
     "moe_t1": ("moe_t1", "_moe_t1_kernel",
                {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",

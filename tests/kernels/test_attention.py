@@ -192,7 +192,14 @@ def test_compiles_for_sm90(sm90):
     # and the dots run on tensor cores (mma.sync).
     split = _ptx(sm90, "attention_split")
     assert "cp.async" in split and "mma.sync" in split
-    _ptx(sm90, "attention_combine")
+    # The combine in the PDL chain (kernels.chain_pdl): it releases the o projection, then waits for the partials
+    # before reading any.
+    combine = _ptx(sm90, "attention_combine")
+    wait = combine.index("griddepcontrol.wait")
+    assert combine.index("griddepcontrol.launch_dependents") < wait and "ld.global" not in combine[:wait]
+    # The split kernel of the chain releases the combine after its wait (TRIGGER=2: once its q is in registers).
+    kv = _ptx(sm90, "attention_split_kv")
+    assert kv.index("griddepcontrol.launch_dependents") > kv.index("griddepcontrol.wait")
 
 
 # ---- decode_attention_kv: the q/k prologue and the KV append fused into the split kernel ----

@@ -4,6 +4,8 @@ CPU: Triton interpreter, small shapes, fp32/fp16 (the interpreter cannot run a b
 GPU: bf16 at real model shapes, 100 seeds per shape.
 """
 
+import re
+
 import pytest
 import torch
 
@@ -313,7 +315,12 @@ def test_pairs_backoff_compiles_for_sm90(sm90):
     survives compilation inside the wait loop, and the acquire after it is still there."""
     job = sm90["moe_pairs_backoff"]
     assert "error" not in job, job.get("error")
-    assert "nanosleep.u32 256" in job["ptx"] and ".acquire" in job["ptx"]
+    ptx = job["ptx"]
+    assert "nanosleep.u32 256" in ptx and ".acquire" in ptx
+    # PDL-launched after the router (kernels.chain_pdl): the trigger, then the wait, before any memory access.
+    wait = ptx.index("griddepcontrol.wait")
+    assert ptx.index("griddepcontrol.launch_dependents") < wait
+    assert not re.search(r"\b(ld|st|atom)\.global", ptx[:wait])
 
 
 def test_spin_sleep_is_refused_under_the_interpreter_and_checked():

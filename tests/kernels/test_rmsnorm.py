@@ -1,5 +1,7 @@
 """Fused residual-add + RMSNorm kernel against the HF-casting reference (CPU: Triton interpreter)."""
 
+import re
+
 import pytest
 import torch
 
@@ -153,4 +155,11 @@ def test_compiles_for_sm90_with_vector_loads(sm90):
     job = sm90["add_rmsnorm"]
     assert "error" not in job, job.get("error")
     assert "ld.global.v4" in job["ptx"]  # 16-byte loads: the row streams at full width
-    assert "griddepcontrol.launch_dependents" in job["ptx"]  # the early PDL trigger (kernels.pdl_supported)
+    ptx = job["ptx"]
+    assert "griddepcontrol.launch_dependents" in ptx  # the early PDL trigger (kernels.pdl_supported)
+    # PDL-launched in the chain (kernels.chain_pdl): the trigger first, and only the weight is read before the wait
+    # (x and the residual are the previous kernel's output): a third of the row loads, and no store.
+    wait = ptx.index("griddepcontrol.wait")
+    assert ptx.index("griddepcontrol.launch_dependents") < wait
+    before, after = (len(re.findall(r"ld\.global", part)) for part in (ptx[:wait], ptx[wait:]))
+    assert before >= 1 and after == 2 * before and "st.global" not in ptx[:wait]

@@ -32,6 +32,27 @@ def pdl_supported(device: torch.device) -> bool:
     return _hopper_or_newer(device.index if device.index is not None else torch.cuda.current_device())
 
 
+# Up to this many rows the whole decode step is one PDL chain (`chain_pdl`). Measured on the H200 (session 6,
+# benchmarks/ab_chain.py, ab-chain-…T165231 / …T170042 / …T170247 / …T170336): batch 1 went from 2.695 to 2.458 ms
+# per token with every link below, while at batch 8 the same links cost 0.5–0.9 % and at batch 32 they were within
+# 0.4 %: there the GEMVs hold more than one chunk per program, and the kernels that would start early crowd the SMs.
+CHAIN_MAX_T = 2
+
+
+def chain_pdl(device: torch.device, rows: int) -> bool:
+    """Whether a decode kernel of `rows` tokens joins the step-long PDL chain: `pdl_supported` and rows ≤ CHAIN_MAX_T.
+
+    The chain, link by link (each a PDL launch whose program requests what no earlier kernel writes, then waits):
+      * the GEMVs request their whole weight slice before `gdc_wait` (`linear_config(whole_k=True)`);
+      * the attention split kernel releases the combine (PDL-launched) once its q is in registers, and the combine
+        releases the o projection as it starts, so the o weight streams during the split;
+      * the norms are PDL-launched (their weight read before the wait); the expert kernels release them as they
+        start, so the next layer's norm and qkv projection are resident and loading in the experts' tail;
+      * the router releases the pair kernel as it starts, which waits in hardware (`gdc_wait`), not spinning.
+    """
+    return rows <= CHAIN_MAX_T and pdl_supported(device)
+
+
 @functools.lru_cache(maxsize=None)
 def _hopper_or_newer(index: int) -> bool:  # asked at every launch: cached (host time matters when not in a graph)
     return torch.cuda.get_device_capability(index)[0] >= 9

@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import dot_precision, pdl_supported
+from moelab.kernels import chain_pdl, dot_precision, pdl_supported
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
 _LOG2E = 1.4426950408889634
@@ -390,10 +390,10 @@ def decode_attention(
         kn, vn, qw, kw, inv_freq, half, eps, norm, offset = _new_kv
         new_strides = (*kn.stride(), *vn.stride())
     pdl = _new_kv is not None and pdl_supported(dev)  # the qkv GEMV before it releases it early
-    # Session-6 A/B switch: the split kernel releases the combine (PDL-launched) as it starts, and so the o projection
-    # after it, whose weights then stream during the split.
-    chain_level = int(os.environ.get("MOELAB_ATTN_PDL", "0")) if pdl_supported(dev) else 0
-    chain_pdl = chain_level > 0
+    # In the step-long chain (kernels.chain_pdl) the split kernel releases the combine, PDL-launched, once its q is in
+    # registers, so the o projection after the combine streams its weight during the split. (Released as the split
+    # starts instead, the o weight's flood slowed the split's own loads: batch 1 2.482 against 2.458 ms.)
+    chain = chain_pdl(dev, b * nq)
     launch = {"launch_pdl": True} if pdl else {}
     _split_kernel[(b * hk, splits)](
         q4, k_cache, v_cache, seq_lens, sinks_arg, out4, mid_o, mid_lse,
@@ -404,7 +404,7 @@ def decode_attention(
         G=g, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         HAS_WINDOW=window is not None, HAS_SINKS=sinks is not None, FINAL=final,
         PRECISION=dot_precision(q.dtype),  # fp32 caches get true fp32 products, not tf32
-        TRIGGER=chain_level or int(final and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset,
+        TRIGGER=2 if chain else int(final and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset,
         USE_PDL=pdl,
         num_warps=4, num_stages=3, **launch,
     )
@@ -415,8 +415,8 @@ def decode_attention(
             hq, nq, d, splits,
             *mid_o.stride(), *mid_lse.stride(), *out4.stride(),
             HAS_SINKS=sinks is not None, BLOCK_S=block_s, BLOCK_D=block_d, TRIGGER=pdl_supported(dev),
-            USE_PDL=chain_pdl, num_warps=max(4, min(16, block_s * block_d // 2048)),  # ≤ 64 fp32 values per thread
-            **({"launch_pdl": True} if chain_pdl else {}),
+            USE_PDL=chain, num_warps=max(4, min(16, block_s * block_d // 2048)),  # ≤ 64 fp32 values per thread
+            **({"launch_pdl": True} if chain else {}),
         )
     return out
 

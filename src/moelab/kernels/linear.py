@@ -41,7 +41,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import counters, interpreting
+from moelab.kernels import CHAIN_MAX_T, counters, interpreting
 from moelab.kernels.attention import sm_count
 
 LINEAR_MAX_T = 16  # decode sizes; a larger T belongs to a tensor-core GEMM (cuBLAS), not to a GEMV
@@ -162,9 +162,12 @@ def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132
     block_k = min(32 * vec * num_warps, max(vec, triton.next_power_of_2(K)))
     block_n = min(4 if T <= 2 else 2, triton.next_power_of_2(max(N, 1)))
     num_warps = max(1, min(num_warps, block_n * block_k // (32 * vec)))
-    if whole_k and T <= 2 and block_n * triton.next_power_of_2(K) * elem_bytes <= 32 * 1024:
+    if whole_k and T <= CHAIN_MAX_T and block_n * triton.next_power_of_2(K) * elem_bytes <= 32 * 1024:
         # A PDL launch whose programs each request their whole slice before the wait (≤ 64 data registers per
-        # thread at 4 warps of 32): the weight streams while the kernels before it run.
+        # thread at 4 warps of 32; o_proj: 96 registers in all, 5 programs per SM, so its 512 fit in one wave):
+        # the weight streams while the kernels before it run (kernels.chain_pdl).
+        if os.environ.get("MOELAB_WHOLE_K_FILL", "0") == "1":  # session-6 A/B: as many rows as fill 32 KB
+            block_n = max(block_n, min(16, 32 * 1024 // (triton.next_power_of_2(K) * elem_bytes)))
         return dict(BLOCK_N=block_n, BLOCK_K=triton.next_power_of_2(K), SPLIT_K=1, num_warps=num_warps)
     n_blk, chunks = triton.cdiv(N, block_n), triton.cdiv(K, block_k)
     split = 1
@@ -248,8 +251,7 @@ def linear(
         return out
 
     elem = x.element_size()
-    whole_k = use_pdl and os.environ.get("MOELAB_LINEAR_WHOLE_K", "0") == "1"  # session-6 A/B switch
-    cfg = linear_config(T, N, K, elem_bytes=elem, sms=sm_count(x.device), whole_k=whole_k)
+    cfg = linear_config(T, N, K, elem_bytes=elem, sms=sm_count(x.device), whole_k=bool(use_pdl))
     unknown = set(config or {}) - set(cfg)
     if unknown:
         raise ValueError(f"linear: unknown config keys {sorted(unknown)}; known: {sorted(cfg)}")

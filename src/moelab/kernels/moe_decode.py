@@ -25,13 +25,11 @@ starts blocks in index order, so whatever it waits for is running or done: waiti
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import counters, pdl_supported
+from moelab.kernels import chain_pdl, counters
 from moelab.kernels import dot_precision as _prec
 
 
@@ -258,14 +256,6 @@ def _moe_decode_kernel(
                     tl.store(cnt_ptr + S_MAX + N_HBLK, 0)
 
 
-def chain_flags(device) -> tuple[bool, bool]:
-    """Session-6 A/B switches: (release the next kernel as each program starts — MOELAB_NORM_PDL=1, which also
-    PDL-launches the norm after the experts; launch with PDL after the router — MOELAB_MOE_PDL=1)."""
-    if not pdl_supported(device):
-        return 0, False
-    return int(os.environ.get("MOELAB_NORM_PDL", "0")), os.environ.get("MOELAB_MOE_PDL", "0") == "1"
-
-
 def decode_config(T: int, k: int, H: int, I: int) -> dict:
     """Launch parameters. Best of benchmarks/sweep_moe.py --mode decode on the H200 (2026-12-01) at
     Qwen3-30B-A3B: T ≤ 8 small tiles on 2 warps (T=8: 121 µs), T=16 32-row tiles on 4 warps (201 µs)."""
@@ -284,7 +274,7 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
     I = I2 // 2
     k = topk_ids.shape[1]
     cfg = dict(decode_config(T, k, H, I), **(config or {}))
-    trigger, _ = chain_flags(x.device)
+    trigger = chain_pdl(x.device, T)  # releases the next norm as each program starts (kernels.chain_pdl)
     num_warps = cfg.pop("num_warps")
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
@@ -305,7 +295,7 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         K=k, K_PAD=triton.next_power_of_2(k), P_PAD=triton.next_power_of_2(T * k),
         E_PAD=triton.next_power_of_2(E), S_MAX=s_max, S_PAD=triton.next_power_of_2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
-        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, PREC=_prec(x.dtype), TRIGGER=trigger > 0,
+        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, PREC=_prec(x.dtype), TRIGGER=trigger,
         num_warps=num_warps, **cfg,
     )
     return out

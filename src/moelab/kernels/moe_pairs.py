@@ -18,12 +18,14 @@ The shared expert, if any, is one more slot per token, weighted by sigmoid(share
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import counters, interpreting
-from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, chain_flags, spin_asm
+from moelab.kernels import chain_pdl, counters, interpreting
+from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, spin_asm
 
 
 @triton.jit
@@ -42,11 +44,10 @@ def _moe_pairs_kernel(
     N_SLOTS: tl.constexpr, S_PAD: tl.constexpr, N_IBLK: tl.constexpr, N_HBLK: tl.constexpr, N1: tl.constexpr,
     BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
     HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, SPIN_ASM: tl.constexpr,
-    TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the next norm): 0 no, 1 as each program starts,
-    #                         2 phase-2 programs once their slot's activations are ready (phase 1 at its exit)
+    TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the next norm) as each program starts
     USE_PDL: tl.constexpr,  # launched with PDL (the router released it): wait before reading anything
 ):
-    if TRIGGER == 1:
+    if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the routing, x and the counters all follow the router's completion
@@ -102,8 +103,6 @@ def _moe_pairs_kernel(
         w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
                     other=0.0, eviction_policy="evict_first")  # in flight before we wait
         I_ready = _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I), I_s, SPIN_ASM)
-        if TRIGGER == 2:
-            tl.extra.cuda.gdc_launch_dependents()
         a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0, cache_modifier=".cg").to(tl.float32)
         acc = tl.sum(w.to(tl.float32) * a[None, :], axis=1)
         for k0 in range(BLOCK_K2, I_s, BLOCK_K2):
@@ -156,7 +155,8 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     # T=2..4 every setting was within ~1 µs (Qwen3.5 T=4: 0 best), so they keep the tight spin. End to end at
     # batch 1 it changed nothing (2.736 vs 2.729 ms). Inline PTX: never under the interpreter.
     sleep = 128 if T == 1 and not interpreting() else 0
-    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=256, num_warps=4, SPIN_SLEEP=sleep)
+    k2 = int(os.environ.get("MOELAB_PAIRS_K2", "256"))  # session-6 A/B switch
+    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=k2, num_warps=4, SPIN_SLEEP=sleep)
 
 
 def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):
@@ -166,7 +166,10 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     I = I2 // 2
     k = topk_ids.shape[1]
     cfg = dict(pairs_config(T, k, H, I), **(config or {}))
-    trigger, pdl = chain_flags(x.device)
+    # In the step-long chain (kernels.chain_pdl): released by the router as it starts, this kernel waits for it in
+    # hardware; it releases the next norm as each program starts (released only once phase 2's activations were
+    # ready instead, batch 1 took 2.493 against 2.482 ms).
+    pdl = trigger = chain_pdl(x.device, T)
     num_warps = cfg.pop("num_warps")
     spin = spin_asm(cfg.pop("SPIN_SLEEP", 0))
     if spin and interpreting():

@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import pdl_supported
+from moelab.kernels import chain_pdl, pdl_supported
 
 _MAX_H = 32768  # one row lives in registers; beyond this a two-pass loop would be needed (no model needs it)
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -160,7 +160,7 @@ def add_rmsnorm(
     q2 = x2 if q2 is None else q2
 
     block, warps = _launch_params(h)
-    pdl = pdl_supported(x.device) and os.environ.get("MOELAB_NORM_PDL", "0") != "0"  # session-6 A/B switch
+    pdl = chain_pdl(x.device, rows)  # in the step-long chain: PDL-launched, the weight read before the wait
     _add_rmsnorm_kernel[(rows,)](
         x2, r2, weight, o2, q2,
         h, float(eps),

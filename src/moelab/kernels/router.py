@@ -17,13 +17,11 @@ resets the counter, so no memset launch is needed.
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import counters, pdl_supported
+from moelab.kernels import chain_pdl, counters, pdl_supported
 from moelab.kernels.route import _SCORING_CODE, _route_row
 from moelab.ops.moe import _check_route_args
 
@@ -131,7 +129,7 @@ def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softma
         T_PAD=triton.next_power_of_2(T), N_PROG=n_prog, K=k, K_PAD=triton.next_power_of_2(k), E_PAD=e_pad,
         SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize), HAS_BIAS=correction_bias is not None,
         N_GROUP=n_group, TOPK_GROUP=topk_group, USE_PDL=pdl,
-        TRIGGER=pdl and os.environ.get("MOELAB_MOE_PDL", "0") == "1",  # session-6 A/B switch (moe_decode.chain_flags)
+        TRIGGER=chain_pdl(x.device, T),  # the pair kernel after it is PDL-launched (kernels.chain_pdl)
         num_warps=num_warps, **launch, **cfg,
     )
     return w_out, ids
