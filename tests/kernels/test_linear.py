@@ -183,11 +183,11 @@ def test_whole_k_chunk(T, N, K, split, close):
 
 
 def test_whole_k_config():
-    """whole_k: o_proj (K=4096) and qkv (K=2048) at T ≤ 2 in one chunk of ≤ 32 KB per program; larger T or K keep
-    the streaming loop."""
+    """whole_k: o_proj (K=4096) and qkv (K=2048) at T ≤ 2 in one chunk of 32 KB per program (4 and 8 rows); larger T
+    or K keep the streaming loop."""
     for N, K in ((2048, 4096), (5120, 2048)):
         c = linear_config(1, N, K, whole_k=True)
-        assert c["BLOCK_K"] == K and c["SPLIT_K"] == 1 and c["BLOCK_N"] * K * 2 <= 32 * 1024
+        assert c["BLOCK_K"] == K and c["SPLIT_K"] == 1 and c["BLOCK_N"] * K * 2 == 32 * 1024
     assert linear_config(8, 2048, 4096, whole_k=True) == linear_config(8, 2048, 4096)
     assert linear_config(1, 2048, 8192, whole_k=True) == linear_config(1, 2048, 8192)
 
