@@ -18,6 +18,8 @@ The shared expert, if any, is one more slot per token, weighted by sigmoid(share
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -155,7 +157,9 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     sleep = 128 if T == 1 and not interpreting() else 0
     # BLOCK_K2 = 512 (twice the w2 bytes requested before the wait) lost in the chained step: batch 1 2.695 against
     # 2.462 ms per token (ab-chain-…T171127).
-    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=256, num_warps=4, SPIN_SLEEP=sleep)
+    k2 = int(os.environ.get("MOELAB_PAIRS_K2", "256"))  # session-6 A/B switches
+    bh = int(os.environ.get("MOELAB_PAIRS_H", "32"))
+    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=bh, BLOCK_K2=k2, num_warps=4, SPIN_SLEEP=sleep)
 
 
 def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):
