@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -204,7 +204,8 @@ case "${1:?stage A to G}" in
     run profile 100 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 10 --impl eager,moelab --save
     run trace-b1 45 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     ;;
-  AA) # the pair kernel's phase-2 tile in the chain (its registers bound the kernel to 2 programs per SM: 255 at
+  AA) # (outcome: every smaller tile lost, 2.50-2.62 against 2.430 ms; the switches are gone)
+      # the pair kernel's phase-2 tile in the chain (its registers bound the kernel to 2 programs per SM: 255 at
       # BLOCK_H=32 x BLOCK_K2=256; 219 at 32 x 128 or 16 x 256): MOELAB_PAIRS_K2 / MOELAB_PAIRS_H, A/B at batch 1
     run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,k2_128=MOELAB_PAIRS_K2:128,h16=MOELAB_PAIRS_H:16,h16k2_128=MOELAB_PAIRS_H:16+MOELAB_PAIRS_K2:128,h64k2_128=MOELAB_PAIRS_H:64+MOELAB_PAIRS_K2:128
     ;;

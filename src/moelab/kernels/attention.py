@@ -368,7 +368,7 @@ def decode_attention(
     block_n = block_n or auto_block_n
     if block_n < 16 or block_n & (block_n - 1):
         raise ValueError(f"decode_attention: block_n must be a power of two >= 16, not {block_n}")
-    splits = max(1, min(num_splits or int(os.environ.get("MOELAB_ATTN_SPLITS", "0")) or auto_splits, _MAX_SPLITS))
+    splits = max(1, min(num_splits or auto_splits, _MAX_SPLITS))
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     g = hq // hk
     block_m = max(16, triton.next_power_of_2(g * nq + (_new_kv is not None)))  # decode_attention_kv: + the k row

@@ -18,8 +18,6 @@ The shared expert, if any, is one more slot per token, weighted by sigmoid(share
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
@@ -155,11 +153,10 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     # T=2..4 every setting was within ~1 µs (Qwen3.5 T=4: 0 best), so they keep the tight spin. End to end at
     # batch 1 it changed nothing (2.736 vs 2.729 ms). Inline PTX: never under the interpreter.
     sleep = 128 if T == 1 and not interpreting() else 0
-    # BLOCK_K2 = 512 (twice the w2 bytes requested before the wait) lost in the chained step: batch 1 2.695 against
-    # 2.462 ms per token (ab-chain-…T171127).
-    k2 = int(os.environ.get("MOELAB_PAIRS_K2", "256"))  # session-6 A/B switches
-    bh = int(os.environ.get("MOELAB_PAIRS_H", "32"))
-    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=bh, BLOCK_K2=k2, num_warps=4, SPIN_SLEEP=sleep)
+    # The phase-2 tile in the chained step (benchmarks/ab_chain.py, batch 1, ms per token): 32 × 256 2.430-2.462;
+    # 32 × 512 2.695 (ab-chain-…T171127); 32 × 128 2.516, 16 × 256 2.536, 16 × 128 2.621, 64 × 128 2.502
+    # (…T172434), though the smaller tiles cut the kernel from 255 to 219 registers.
+    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=256, num_warps=4, SPIN_SLEEP=sleep)
 
 
 def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):
