@@ -15,13 +15,20 @@ a switch that changes a reduction's order changes roundings).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
+from pathlib import Path
 
 import torch
 
 from moelab import report, timing
 from moelab.engine import build
+
+
+@functools.cache
+def _source_text() -> str:
+    return "\n".join(p.read_text() for p in (Path(__file__).parents[1] / "src" / "moelab").rglob("*.py"))
 
 
 def parse_variants(text: str) -> list[tuple[str, tuple[str, ...]]]:
@@ -34,6 +41,9 @@ def parse_variants(text: str) -> list[tuple[str, tuple[str, ...]]]:
         bad = [s for s in names if not s.startswith("MOELAB_")]
         if bad:
             raise SystemExit(f"switch {bad[0]!r} is not a MOELAB_* environment variable")
+        unread = [s for s in names if s.partition(":")[0] not in _source_text()]
+        if unread:  # a removed switch would time two identical runs
+            raise SystemExit(f"switch {unread[0].partition(':')[0]} is read nowhere in src/moelab")
         out.append((name, names))
     return out
 

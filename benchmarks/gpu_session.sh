@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA, AB    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
 # Set MOELAB_COMMIT to the sha the tree was sent at.
+# Stages W, X, Y and AA ran session 6's A/B switches, which are gone now: ab_chain.py refuses a switch that nothing
+# in src/moelab reads. They stay as the record of what ran.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log
@@ -208,6 +210,11 @@ case "${1:?stage A to G}" in
       # the pair kernel's phase-2 tile in the chain (its registers bound the kernel to 2 programs per SM: 255 at
       # BLOCK_H=32 x BLOCK_K2=256; 219 at 32 x 128 or 16 x 256): MOELAB_PAIRS_K2 / MOELAB_PAIRS_H, A/B at batch 1
     run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,k2_128=MOELAB_PAIRS_K2:128,h16=MOELAB_PAIRS_H:16,h16k2_128=MOELAB_PAIRS_H:16+MOELAB_PAIRS_K2:128,h64k2_128=MOELAB_PAIRS_H:64+MOELAB_PAIRS_K2:128
+    ;;
+  AB) # the review of session 6 on the H200: the launch-flag changes (no PDL after a weight copy; the census kernel's
+      # unused release removed), the GPU tests of the kernels they touch, and batch 1 once more
+    run gpu-tests 150 python -m pytest tests/kernels/test_rmsnorm.py tests/kernels/test_attention.py tests/kernels/test_moe.py tests/kernels/test_router.py tests/kernels/test_linear.py -k "gpu or graph" -q -p no:cacheprovider --tb=short -rf
+    run decode 45 python benchmarks/bench_decode.py --batch 1 --rows moelab
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

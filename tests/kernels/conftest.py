@@ -54,6 +54,12 @@ SM90_JOBS = {
                     {"sxc": 1, "src": 1, "soc": 1, "sqc": 1, "HAS_RESIDUAL": True, "OFFSET": False, "BLOCK_H": 2048,
                      "TRIGGER": True, "USE_PDL": True},
                     ["x_ptr", "res_ptr", "w_ptr", "out_ptr", "res_out_ptr", "H", "sxr", "srr", "sor", "sqr"]),
+    "add_rmsnorm_plain": ("rmsnorm", "_add_rmsnorm_kernel",  # batch > 2 and prefill: not PDL-launched
+                          {"x_ptr": "*bf16", "res_ptr": "*bf16", "w_ptr": "*bf16", "out_ptr": "*bf16",
+                           "res_out_ptr": "*bf16", "eps": "fp32"},
+                          {"sxc": 1, "src": 1, "soc": 1, "sqc": 1, "HAS_RESIDUAL": True, "OFFSET": False,
+                           "BLOCK_H": 2048, "TRIGGER": True, "USE_PDL": False},
+                          ["x_ptr", "res_ptr", "w_ptr", "out_ptr", "res_out_ptr", "H", "sxr", "srr", "sor", "sqr"]),
     "qk_norm_rope_hk1": ("rope", "_qk_norm_rope_kernel",
                          {"q_ptr": "*bf16", "k_ptr": "*bf16", "qw_ptr": "*bf16", "kw_ptr": "*bf16",
                           "pos_ptr": "*i64", "inv_freq_ptr": "*fp32", "qo_ptr": "*bf16", "ko_ptr": "*bf16",
@@ -95,7 +101,14 @@ SM90_JOBS = {
                           {"NQ": 1, "smd": 1, "slss": 1, "sod": 1, "HAS_SINKS": True, "BLOCK_S": 64,
                            "BLOCK_D": 128, "TRIGGER": True, "USE_PDL": True},
                           []),
-    # Decode GEMV: linear_config(1, 2048, 4096) — Qwen3-30B-A3B's o_proj at T=1 — and a split-K + bias + PDL form.
+    "attention_combine_plain": ("attention", "_combine_kernel",  # batch > 2: not PDL-launched
+                                {"mid_o_ptr": "*fp32", "mid_lse_ptr": "*fp32", "sinks_ptr": "*bf16",
+                                 "out_ptr": "*bf16"},
+                                {"NQ": 1, "smd": 1, "slss": 1, "sod": 1, "HAS_SINKS": True, "BLOCK_S": 64,
+                                 "BLOCK_D": 128, "TRIGGER": True, "USE_PDL": False},
+                                []),
+    # Decode GEMV: linear_config(1, 2048, 4096) — Qwen3-30B-A3B's o_proj at T=1 without PDL — and a split-K + bias +
+    # PDL form.
     "linear": ("linear", "_linear_kernel",
                {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "out_ptr": "*bf16", "part_ptr": "*fp32",
                 "cnt_ptr": "*i32"},
@@ -115,6 +128,13 @@ SM90_JOBS = {
                            {"T": 1, "T_PAD": 1, "BLOCK_N": 4, "BLOCK_K": 4096, "VEC": 8, "SPLIT_K": 1,
                             "HAS_BIAS": False, "USE_PDL": True, "WHOLE_K": True},
                            ["x_ptr", "w_ptr", "out_ptr", "part_ptr", "N", "K", "s_xt", "s_wn", "s_ot"]),
+    # The qkv projection's whole-slice tile (8 rows × 2048) at T=2, the largest T of the chain.
+    "linear_whole_k_qkv_t2": ("linear", "_linear_kernel",
+                              {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "out_ptr": "*bf16",
+                               "part_ptr": "*fp32", "cnt_ptr": "*i32"},
+                              {"T": 2, "T_PAD": 2, "BLOCK_N": 8, "BLOCK_K": 2048, "VEC": 8, "SPLIT_K": 1,
+                               "HAS_BIAS": False, "USE_PDL": True, "WHOLE_K": True},
+                              ["x_ptr", "w_ptr", "out_ptr", "part_ptr", "N", "K", "s_xt", "s_wn", "s_ot"]),
     # MoE (decode paths at Qwen3-30B-A3B T=1 / T=8; grouped prefill; routing).
     "moe_pairs": ("moe_pairs", "_moe_pairs_kernel",
                   {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",
@@ -147,8 +167,7 @@ SM90_JOBS = {
                     "part_ptr": "*fp32", "cnt_ptr": "*i32", "out_ptr": "*bf16"},
                    {"K": 8, "K_PAD": 8, "P_PAD": 64, "E_PAD": 128, "S_MAX": 65, "S_PAD": 128, "N_IBLK": 48, "N_HBLK": 128,
                     "N1": 3120, "BLOCK_T": 16, "BLOCK_I": 16, "BLOCK_K": 64, "BLOCK_H": 16, "BLOCK_K2": 64,
-                    "HAS_SHARED": True, "SHARED_GATE": True, "PREC": "tf32",
-                    "TRIGGER": False},
+                    "HAS_SHARED": True, "SHARED_GATE": True, "PREC": "tf32"},
                    ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"]),
     "moe_gate_up": ("moe_grouped", "_gate_up_kernel",
                     {"x_ptr": "*bf16", "w13_ptr": "*bf16", "order_ptr": "*i32", "start_ptr": "*i32",
@@ -171,7 +190,7 @@ SM90_JOBS = {
                 "ids_ptr": "*i32", "cnt_ptr": "*i32", "scaling": "fp32"},
                {"T_PAD": 1, "BLOCK_E": 2, "BLOCK_H": 2048, "N_PROG": 64, "K": 8, "K_PAD": 8, "E_PAD": 128, "SCORING": 0,
                 "RENORM": True, "HAS_BIAS": False, "N_GROUP": 1, "TOPK_GROUP": 1, "USE_PDL": True,
-                "TRIGGER": False},
+                "TRIGGER": True},
                ["x_ptr", "w_ptr", "H", "s_xt", "s_we"]),
 }
 

@@ -197,6 +197,7 @@ def test_compiles_for_sm90(sm90):
     combine = _ptx(sm90, "attention_combine")
     wait = combine.index("griddepcontrol.wait")
     assert combine.index("griddepcontrol.launch_dependents") < wait and "ld.global" not in combine[:wait]
+    assert "griddepcontrol.wait" not in _ptx(sm90, "attention_combine_plain")  # batch > 2: a plain launch
     # The split kernel of the chain releases the combine after its wait (TRIGGER=2: once its q is in registers).
     kv = _ptx(sm90, "attention_split_kv")
     assert kv.index("griddepcontrol.launch_dependents") > kv.index("griddepcontrol.wait")

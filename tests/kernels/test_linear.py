@@ -235,7 +235,8 @@ def _loop_body(ptx: str) -> str:
 
 
 def test_compiles_for_sm90_streaming_weight(sm90):
-    """o_proj T=1 (linear_config's choice): the weight streams as 16-byte evict_first loads, the loop issues the
+    """o_proj T=1 (linear_config's choice without PDL; with it the engine runs the whole-slice form below): the
+    weight streams as 16-byte evict_first loads, the loop issues the
     next chunk's loads before its first FMA (double buffering survived the compiler), and the loop has no
     cross-lane traffic (no shuffles, no barriers: the K reduction happens once, after it)."""
     job = sm90["linear"]
@@ -259,6 +260,12 @@ def test_compiles_for_sm90_whole_k_before_the_wait(sm90):
     before = re.findall(r"ld\.global\S*", ptx[:wait])
     assert len(before) == 16 and all("evict_first" in ld and ".v4." in ld for ld in before), before
     assert not re.findall(r"ld\.global\.L1::evict_first", ptx[wait:])
+    # qkv at T=2, the largest T of the chain: 8 rows × 2048 in one chunk, again every weight vector before the wait.
+    qkv = sm90["linear_whole_k_qkv_t2"]
+    assert "error" not in qkv, qkv.get("error")
+    wait = qkv["ptx"].index("griddepcontrol.wait")
+    assert len(re.findall(r"ld\.global\.L1::evict_first", qkv["ptx"][:wait])) == 16
+    assert not re.findall(r"ld\.global\.L1::evict_first", qkv["ptx"][wait:])
 
 
 def test_compiles_for_sm90_split_k_and_pdl(sm90):

@@ -163,3 +163,6 @@ def test_compiles_for_sm90_with_vector_loads(sm90):
     assert ptx.index("griddepcontrol.launch_dependents") < wait
     before, after = (len(re.findall(r"ld\.global", part)) for part in (ptx[:wait], ptx[wait:]))
     assert before >= 1 and after == 2 * before and "st.global" not in ptx[:wait]
+    plain = sm90["add_rmsnorm_plain"]  # batch > 2 and prefill: not PDL-launched, so no wait
+    assert "error" not in plain, plain.get("error")
+    assert "griddepcontrol.wait" not in plain["ptx"] and "griddepcontrol.launch_dependents" in plain["ptx"]

@@ -72,3 +72,5 @@ def test_router_compiles_for_sm90(sm90):
     assert "atom.global.gpu.acq_rel" in ptx
     assert "ld.global.L1::no_allocate.L2::evict_first.v4" in ptx or ".v4." in ptx
     assert "griddepcontrol.wait" in ptx  # launched with PDL: the weight chunk is requested before the wait
+    # At T=1 it releases the pair kernel as it starts (kernels.chain_pdl).
+    assert ptx.index("griddepcontrol.launch_dependents") < ptx.index("griddepcontrol.wait")

@@ -24,8 +24,9 @@ def pdl_supported(device: torch.device) -> bool:
     per kernel when each requested its first weight tile before waiting; launching with PDL but loading nothing
     before the wait gained 0.1 µs): kernels that stream weights are launched with PDL and load their first tile
     before `gdc_wait`; the small kernels before them call `gdc_launch_dependents` as they start, so the weight
-    kernel's programs are resident and loading while the small kernel runs. A PDL-launched kernel reads nothing
-    a previous kernel wrote, and writes nothing, before its `gdc_wait` — every program of it calls the wait.
+    kernel's programs are resident and loading while the small kernel runs. At one or two tokens the whole step
+    is such a chain (`chain_pdl`). A PDL-launched kernel reads nothing a previous kernel wrote, and writes nothing,
+    before its `gdc_wait` — every program of it calls the wait.
     """
     if device.type != "cuda" or interpreting() or os.environ.get("MOELAB_PDL", "1") == "0":
         return False
@@ -43,12 +44,17 @@ def chain_pdl(device: torch.device, rows: int) -> bool:
     """Whether a decode kernel of `rows` tokens joins the step-long PDL chain: `pdl_supported` and rows ≤ CHAIN_MAX_T.
 
     The chain, link by link (each a PDL launch whose program requests what no earlier kernel writes, then waits):
-      * the GEMVs request their whole weight slice before `gdc_wait` (`linear_config(whole_k=True)`);
+      * the GEMVs request their whole weight slice before `gdc_wait` where it fits 32 KB per program
+        (`linear_config(whole_k=True)`: qkv, o and lm_head of Qwen3-30B-A3B; a longer K keeps the streaming loop);
       * the attention split kernel releases the combine (PDL-launched) once its q is in registers, and the combine
         releases the o projection as it starts, so the o weight streams during the split;
-      * the norms are PDL-launched (their weight read before the wait); the expert kernels release them as they
-        start, so the next layer's norm and qkv projection are resident and loading in the experts' tail;
-      * the router releases the pair kernel as it starts, which waits in hardware (`gdc_wait`), not spinning.
+      * the norms are PDL-launched (their weight read before the wait); the pair kernel (`moe_pairs`, T ≤ 4)
+        releases them as each program starts, so the next layer's norm and qkv projection are resident and
+        loading in the experts' tail (`moe_t1` does not release early);
+      * at T=1 the one-launch router releases the pair kernel as it starts, which waits in hardware (`gdc_wait`),
+        not spinning. (Eagerly `fused_moe` checks the ids on the host between the two, so this link holds in CUDA
+        graphs, where decode runs.)
+    A launcher that had to copy what its kernel reads before the wait (a strided norm weight) launches without PDL.
     """
     return rows <= CHAIN_MAX_T and pdl_supported(device)
 

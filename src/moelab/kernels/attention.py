@@ -231,7 +231,7 @@ def _combine_kernel(
     BLOCK_S: tl.constexpr,
     BLOCK_D: tl.constexpr,
     TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the o projection) now: kernels.pdl_supported
-    USE_PDL: tl.constexpr,  # launched with PDL (the split kernel released it as it started): wait for its partials
+    USE_PDL: tl.constexpr,  # launched with PDL (the split kernel released it early): wait for its partials
 ):
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
@@ -387,9 +387,11 @@ def decode_attention(
         half, eps, norm, offset = 0, 0.0, False, False
         new_strides = (0,) * 6
     else:
-        kn, vn, qw, kw, inv_freq, half, eps, norm, offset = _new_kv
+        kn, vn, qw, kw, inv_freq, half, eps, norm, offset, fresh = _new_kv
         new_strides = (*kn.stride(), *vn.stride())
-    pdl = _new_kv is not None and pdl_supported(dev)  # the qkv GEMV before it releases it early
+    # Launched with PDL (the qkv GEMV before it releases it early) unless the norm weights it reads before its wait
+    # were copied just now: a kernel's output is only visible after the wait.
+    pdl = _new_kv is not None and not fresh and pdl_supported(dev)
     # In the step-long chain (kernels.chain_pdl) the split kernel releases the combine, PDL-launched, once its q is in
     # registers, so the o projection after the combine streams its weight during the split. (Released as the split
     # starts instead, the o weight's flood slowed the split's own loads: batch 1 2.482 against 2.458 ms.)
@@ -464,8 +466,10 @@ def decode_attention_kv(
     b, hq, d = q.shape
     if k_cache.shape[0] != b or k_cache.shape[3] != d:
         raise ValueError(f"decode_attention_kv: k_cache is {tuple(k_cache.shape)}; expected [{b}, Hk, S_max, {d}]")
+    given = (q_weight, k_weight)
     q_weight, k_weight, rotary_dim, out_dtype, norm = norm_rope_args("decode_attention_kv", q, q_weight, k_weight,
                                                                      rotary_dim, offset)
+    fresh = norm and (q_weight is not given[0] or k_weight is not given[1])  # a strided weight was copied
     if out_dtype != k_cache.dtype or q.dtype != k_cache.dtype:
         raise ValueError(f"decode_attention_kv: the cache is {k_cache.dtype} but q is {q.dtype} and normalised q/k "
                          f"would be {out_dtype}")
@@ -476,4 +480,5 @@ def decode_attention_kv(
     inv_freq = _inv_freq(rope_theta, max(rotary_dim, 2), q.device)
     return decode_attention(q, k_cache, v_cache, positions, scale=scale, sinks=sinks, window=window, out=out,
                             max_seq_len=max_seq_len, num_splits=num_splits, block_n=block_n,
-                            _new_kv=(k, v, q_weight, k_weight, inv_freq, rotary_dim // 2, eps, norm, bool(offset)))
+                            _new_kv=(k, v, q_weight, k_weight, inv_freq, rotary_dim // 2, eps, norm, bool(offset),
+                                     fresh))

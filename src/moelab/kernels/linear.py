@@ -27,7 +27,10 @@ Design (one launch; every weight byte is read exactly once, by the one program t
     zero, so the next call needs no memset launch. Nobody waits on anybody: no forward-progress risk;
   * USE_PDL (Hopper programmatic dependent launch, off by default): the first weight chunk is requested
     before `gdc_wait` (the weight is never written by the preceding kernel), x only after it; dependents
-    are released after the main loop. Every store and every counter access comes after `gdc_wait`.
+    are released after the main loop. Every store and every counter access comes after `gdc_wait`;
+  * WHOLE_K (each split's K range is one chunk; with use_pdl at T ≤ 2 `linear_config` picks it when a program's
+    slice fits 32 KB): no loop and no second buffer, so the whole slice is requested before `gdc_wait` and streams
+    while the kernels before it run (`kernels.chain_pdl`). o_proj T=1: 4 rows × 4096, 96 registers, one wave.
 Nothing assumes a warp of 32 threads: the layouts are Triton's, sized from num_warps (linear_config counts 32
 lanes when it sizes BLOCK_K, a performance choice only: any warp size computes the same result).
 """
@@ -155,6 +158,8 @@ def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132
         512 programs, qkv 1280; the router is 32 programs of 2 chunks, which the double buffer already puts
         in flight at once (splitting would add the partials' round trip; the sweep checks this);
       * num_warps 4 (fewer when the tile is smaller than one vector per thread).
+    whole_k (a PDL launch, T ≤ CHAIN_MAX_T): one chunk of the whole K per program, as many rows as fill 32 KB
+    (qkv 8 × 2048, o_proj 4 × 4096; measured in the chained step, docs/worklog.md session 6), when K allows.
     """
     vec = 16 // elem_bytes
     num_warps = 4
@@ -195,7 +200,8 @@ def linear(
     x, weight, bias and out share one dtype (float16, bfloat16 or float32) and one device; x, weight and out may
     have any row stride but a contiguous last dim; bias is contiguous. `out` [T, N] may be given (not overlapping x).
     `config` overrides `linear_config`'s keys (BLOCK_N, BLOCK_K, SPLIT_K, num_warps). `use_pdl` launches with
-    programmatic dependent launch (Hopper+; refused under the Triton interpreter, which cannot run it).
+    programmatic dependent launch (Hopper+; refused under the Triton interpreter, which cannot run it); at T ≤ 2 it
+    also picks the whole-slice tiling (`linear_config(whole_k=True)`).
     A split-K launch (SPLIT_K > 1) uses per-device counters: inside a CUDA graph capture it needs one earlier
     eager split-K call on that device, and two split-K calls must not run concurrently on different streams.
     Raises ValueError naming the argument that is wrong; there is no torch fallback.

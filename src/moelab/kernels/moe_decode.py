@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import chain_pdl, counters
+from moelab.kernels import counters
 from moelab.kernels import dot_precision as _prec
 
 
@@ -106,10 +106,7 @@ def _moe_decode_kernel(
     BLOCK_T: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
     HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, PREC: tl.constexpr,
-    TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the next norm) as each program starts
 ):
-    if TRIGGER:
-        tl.extra.cuda.gdc_launch_dependents()
     # counters: [0, S_MAX) phase-1 blocks done per slot; [S_MAX, S_MAX+N_HBLK) phase-2 programs done per
     # block of outputs; S_MAX+N_HBLK: phase-2 programs done in all (the last one resets everything).
     pid = tl.program_id(0)
@@ -274,7 +271,6 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
     I = I2 // 2
     k = topk_ids.shape[1]
     cfg = dict(decode_config(T, k, H, I), **(config or {}))
-    trigger = chain_pdl(x.device, T)  # releases the next norm as each program starts (kernels.chain_pdl)
     num_warps = cfg.pop("num_warps")
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
@@ -295,7 +291,7 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         K=k, K_PAD=triton.next_power_of_2(k), P_PAD=triton.next_power_of_2(T * k),
         E_PAD=triton.next_power_of_2(E), S_MAX=s_max, S_PAD=triton.next_power_of_2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
-        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, PREC=_prec(x.dtype), TRIGGER=trigger,
+        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, PREC=_prec(x.dtype),
         num_warps=num_warps, **cfg,
     )
     return out

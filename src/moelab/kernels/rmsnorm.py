@@ -118,7 +118,8 @@ def add_rmsnorm(
         raise TypeError(f"add_rmsnorm: weight has dtype {weight.dtype}; expected a float dtype")
     if weight.device != x.device:
         raise ValueError(f"add_rmsnorm: weight is on {weight.device}, x on {x.device}")
-    if weight.stride(0) != 1:
+    copied = weight.stride(0) != 1
+    if copied:
         weight = weight.contiguous()  # H elements, read once: a copy is cheaper than a strided path
     _check_device(x, "add_rmsnorm: x")
     if residual is not None:
@@ -160,7 +161,9 @@ def add_rmsnorm(
     q2 = x2 if q2 is None else q2
 
     block, warps = _launch_params(h)
-    pdl = chain_pdl(x.device, rows)  # in the step-long chain: PDL-launched, the weight read before the wait
+    # In the step-long chain: PDL-launched, the weight read before the wait — unless it is the copy just made (a
+    # kernel's output is visible only after the wait).
+    pdl = chain_pdl(x.device, rows) and not copied
     _add_rmsnorm_kernel[(rows,)](
         x2, r2, weight, o2, q2,
         h, float(eps),
