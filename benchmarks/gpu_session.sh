@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA, AB    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AC    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -215,6 +215,11 @@ case "${1:?stage A to G}" in
       # unused release removed), the GPU tests of the kernels they touch, and batch 1 once more
     run gpu-tests 150 python -m pytest tests/kernels/test_rmsnorm.py tests/kernels/test_attention.py tests/kernels/test_moe.py tests/kernels/test_router.py tests/kernels/test_linear.py -k "gpu or graph" -q -p no:cacheprovider --tb=short -rf
     run decode 45 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    ;;
+  AC) # phase-1 programs of the pair kernel doing ROWS row blocks each (the expert id and the program start paid once
+      # per ROWS blocks; 768 programs in 3 waves become 384 or 256): MOELAB_PAIRS_ROWS, A/B at batch 1. The numerics do
+      # not change, so the greedy tokens must match exactly
+    run ab-b1 150 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,rows2=MOELAB_PAIRS_ROWS:2,rows3=MOELAB_PAIRS_ROWS:3
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40
