@@ -5,7 +5,7 @@
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
 # Set MOELAB_COMMIT to the sha the tree was sent at.
-# Stages W, X, Y and AA ran session 6's A/B switches, which are gone now: ab_chain.py refuses a switch that nothing
+# Stages W, X, Y, AA and AC ran session 6's A/B switches, which are gone now: ab_chain.py refuses a switch that nothing
 # in src/moelab reads. They stay as the record of what ran.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
@@ -216,9 +216,9 @@ case "${1:?stage A to G}" in
     run gpu-tests 150 python -m pytest tests/kernels/test_rmsnorm.py tests/kernels/test_attention.py tests/kernels/test_moe.py tests/kernels/test_router.py tests/kernels/test_linear.py -k "gpu or graph" -q -p no:cacheprovider --tb=short -rf
     run decode 45 python benchmarks/bench_decode.py --batch 1 --rows moelab
     ;;
-  AC) # phase-1 programs of the pair kernel doing ROWS row blocks each (the expert id and the program start paid once
-      # per ROWS blocks; 768 programs in 3 waves become 384 or 256): MOELAB_PAIRS_ROWS, A/B at batch 1. The numerics do
-      # not change, so the greedy tokens must match exactly
+  AC) # (outcome: 2 row blocks per program 2.558, 3 blocks 2.683, against 2.432 ms, the same tokens; reverted)
+      # phase-1 programs of the pair kernel doing ROWS row blocks each: the expert id and the program start paid once
+      # per ROWS blocks (MOELAB_PAIRS_ROWS, now gone), A/B at batch 1
     run ab-b1 150 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,rows2=MOELAB_PAIRS_ROWS:2,rows3=MOELAB_PAIRS_ROWS:3
     ;;
 esac

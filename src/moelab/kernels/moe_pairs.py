@@ -18,8 +18,6 @@ The shared expert, if any, is one more slot per token, weighted by sigmoid(share
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
@@ -43,7 +41,6 @@ def _moe_pairs_kernel(
     T: tl.constexpr, K: tl.constexpr, K_PAD: tl.constexpr, T_PAD: tl.constexpr,
     N_SLOTS: tl.constexpr, S_PAD: tl.constexpr, N_IBLK: tl.constexpr, N_HBLK: tl.constexpr, N1: tl.constexpr,
     BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
-    ROWS: tl.constexpr,  # row blocks per phase-1 program (N_IBLK counts programs per slot: cdiv(row blocks, ROWS))
     HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, SPIN_ASM: tl.constexpr,
     TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the next norm) as each program starts
     USE_PDL: tl.constexpr,  # launched with PDL (the router released it): wait before reading anything
@@ -71,30 +68,28 @@ def _moe_pairs_kernel(
     I_s = tl.where(is_shared, IS, I)
 
     if phase1:
-        # ---------------- phase 1: SiLU(x·gate)·(x·up) for ROWS blocks of BLOCK_I rows of one slot ----------------
-        for r in tl.static_range(ROWS):  # ROWS > 1: the expert id and the program's start paid once per ROWS blocks
-            ibr = ib * ROWS + r
-            if ibr * BLOCK_I < I_s:
-                w_base = tl.where(is_shared, sw13_ptr, w13_ptr + e * s_w13e)  # branch-free: no value-yielding `if`
-                s_row = tl.where(is_shared, H, s_w13r)
-                offs_i = ibr * BLOCK_I + tl.arange(0, BLOCK_I)
-                imask = offs_i < I_s
-                act = _swiglu_rows(w_base, s_row, x_ptr + t * s_xt, offs_i, imask, I_s, H, BLOCK_I, BLOCK_K)
-                tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
-                if HAS_SHARED:
-                    if is_shared & (ibr == 0):  # the shared expert's gate for token t: sigmoid(gate · x[t]), or 1
-                        if SHARED_GATE:
-                            gacc = tl.zeros((BLOCK_K,), dtype=tl.float32)
-                            for k0 in range(0, H, BLOCK_K):
-                                offs_g = k0 + tl.arange(0, BLOCK_K)
-                                gm = offs_g < H
-                                gacc += (tl.load(sgate_ptr + offs_g, mask=gm, other=0.0).to(tl.float32)
-                                         * tl.load(x_ptr + t * s_xt + offs_g, mask=gm, other=0.0).to(tl.float32))
-                            tl.store(gw_ptr + t, tl.sigmoid(tl.sum(gacc, axis=0)))
-                        else:
-                            tl.store(gw_ptr + t, 1.0)
-                tl.debug_barrier()  # all threads' stores precede the release
-                tl.atomic_add(cnt_ptr + s, 1, sem="release", scope="gpu")
+        # ---------------- phase 1: SiLU(x·gate)·(x·up) for BLOCK_I rows of one slot ----------------
+        if ib * BLOCK_I < I_s:
+            w_base = tl.where(is_shared, sw13_ptr, w13_ptr + e * s_w13e)  # branch-free: no value-yielding `if`
+            s_row = tl.where(is_shared, H, s_w13r)
+            offs_i = ib * BLOCK_I + tl.arange(0, BLOCK_I)
+            imask = offs_i < I_s
+            act = _swiglu_rows(w_base, s_row, x_ptr + t * s_xt, offs_i, imask, I_s, H, BLOCK_I, BLOCK_K)
+            tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
+            if HAS_SHARED:
+                if is_shared & (ib == 0):  # the shared expert's gate for token t: sigmoid(gate · x[t]), or 1
+                    if SHARED_GATE:
+                        gacc = tl.zeros((BLOCK_K,), dtype=tl.float32)
+                        for k0 in range(0, H, BLOCK_K):
+                            offs_g = k0 + tl.arange(0, BLOCK_K)
+                            gm = offs_g < H
+                            gacc += (tl.load(sgate_ptr + offs_g, mask=gm, other=0.0).to(tl.float32)
+                                     * tl.load(x_ptr + t * s_xt + offs_g, mask=gm, other=0.0).to(tl.float32))
+                        tl.store(gw_ptr + t, tl.sigmoid(tl.sum(gacc, axis=0)))
+                    else:
+                        tl.store(gw_ptr + t, 1.0)
+            tl.debug_barrier()  # all threads' stores precede the release
+            tl.atomic_add(cnt_ptr + s, 1, sem="release", scope="gpu")
     else:
         # ---------------- phase 2: down projection of one slot for BLOCK_H outputs ----------------
         offs_h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
@@ -161,8 +156,9 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     # The phase-2 tile in the chained step (benchmarks/ab_chain.py, batch 1, ms per token): 32 × 256 2.430-2.462;
     # 32 × 512 2.695 (ab-chain-…T171127); 32 × 128 2.516, 16 × 256 2.536, 16 × 128 2.621, 64 × 128 2.502
     # (…T172434), though the smaller tiles cut the kernel from 255 to 219 registers.
-    rows = int(os.environ.get("MOELAB_PAIRS_ROWS", "1"))  # session-6 A/B switch
-    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=256, ROWS=rows, num_warps=4, SPIN_SLEEP=sleep)
+    # Phase-1 programs doing 2 or 3 row blocks each (the expert id and the program start paid once per 2-3 blocks,
+    # 384 or 256 programs for 768) lost too: 2.558 and 2.683 against 2.432 ms, the same tokens (…T174715).
+    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=256, num_warps=4, SPIN_SLEEP=sleep)
 
 
 def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):
@@ -183,7 +179,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
     n_slots = T * k + (T if shared is not None else 0)
-    n_iblk = triton.cdiv(triton.cdiv(i_max, cfg["BLOCK_I"]), cfg["ROWS"])  # phase-1 programs per slot
+    n_iblk = triton.cdiv(i_max, cfg["BLOCK_I"])
     n_hblk = triton.cdiv(H, cfg["BLOCK_H"])
     n1 = n_slots * n_iblk
     act = torch.empty(n_slots, i_max, dtype=x.dtype, device=x.device)
