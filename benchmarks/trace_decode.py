@@ -7,7 +7,9 @@ lets a kernel start before the previous one ends. Per kernel it reports:
   dur      its own start-to-end time (under PDL this includes time spent waiting for its predecessor);
   advance  how far it moves the end of the step: its end minus the latest end of any kernel before it.
 The advances sum exactly to the step's span (first start to last end), so they say where the step's time goes,
-including the launch gaps a per-op profile cannot see. Rows are kernels grouped by name, with calls per step.
+including the launch gaps a per-op profile cannot see. Rows are kernels grouped by name, with calls per step; a
+kernel that runs several times per layer gets a row per place in the layer (`label_calls`: `_linear_kernel[0]` is
+the qkv projection, `[1]` the o projection, `[end]` the lm_head).
 Random bf16 weights at the model's real shapes; a prompt of --ctx tokens fills the cache first.
 """
 
@@ -45,6 +47,28 @@ def split_steps(events, n_steps: int) -> list[list]:
 def short(name: str) -> str:
     name = name.split("(")[0]
     return name[:60]
+
+
+def label_calls(step: list[tuple[str, float, float]], layers: int) -> list[str]:
+    """A label per kernel of one step: its short name, and where a kernel runs m times per layer (calls = m·layers
+    + r), its place in the layer, `name[j]` for j < m, or `name[end]` for the r calls after the last layer's.
+    So the qkv and o projections, or the norm before attention and the one after it, get rows of their own (they
+    share a kernel): the step runs the same kernels in the same order in every layer."""
+    names = [short(n) for n, _, _ in step]
+    total: dict[str, int] = defaultdict(int)
+    for n in names:
+        total[n] += 1
+    seen: dict[str, int] = defaultdict(int)
+    out = []
+    for n in names:
+        i = seen[n]
+        seen[n] += 1
+        m = total[n] // layers
+        if m >= 2:
+            out.append(f"{n}[{i % m}]" if i < m * layers else f"{n}[end]")
+        else:
+            out.append(n)
+    return out
 
 
 def main() -> None:
@@ -90,8 +114,8 @@ def main() -> None:
     for ev in steps:
         spans.append(ev[-1][2] - ev[0][1])
         latest = ev[0][1]
-        for name, s, e in ev:
-            r = rows[short(name)]
+        for label, (name, s, e) in zip(label_calls(ev, eng.cfg.layers), ev):
+            r = rows[label]
             r["calls"] += 1
             r["dur"] += e - s
             r["advance"] += max(0.0, e - latest)
