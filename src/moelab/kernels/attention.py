@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import chain_pdl, dot_precision, pdl_supported
+from moelab.kernels import cdiv, chain_pdl, dot_precision, next_pow2, pdl_supported
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
 _LOG2E = 1.4426950408889634
@@ -288,7 +288,7 @@ def launch_params(b: int, hk: int, s_hint: int, d: int, sms: int) -> tuple[int, 
     71.4. At 1k, 16 splits of 64 stay the best of 12 (7.1 µs).
     """
     block_n = 64 if d <= 128 else 32
-    splits = max(1, min((2 * sms) // (b * hk), triton.cdiv(s_hint, block_n), _MAX_SPLITS))
+    splits = max(1, min((2 * sms) // (b * hk), cdiv(s_hint, block_n), _MAX_SPLITS))
     if d <= 128 and splits >= 2 and s_hint >= 192 * splits:
         return 128, splits // 2
     return block_n, splits
@@ -371,8 +371,8 @@ def decode_attention(
     splits = max(1, min(num_splits or auto_splits, _MAX_SPLITS))
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     g = hq // hk
-    block_m = max(16, triton.next_power_of_2(g * nq + (_new_kv is not None)))  # decode_attention_kv: + the k row
-    block_d = max(16, triton.next_power_of_2(d))
+    block_m = max(16, next_pow2(g * nq + (_new_kv is not None)))  # decode_attention_kv: + the k row
+    block_d = max(16, next_pow2(d))
     final = splits == 1
     if final:
         mid_o = mid_lse = out4  # unused
@@ -411,7 +411,7 @@ def decode_attention(
         num_warps=4, num_stages=3, **launch,
     )
     if not final:
-        block_s = triton.next_power_of_2(splits)
+        block_s = next_pow2(splits)
         _combine_kernel[(b * nq * hq,)](
             mid_o, mid_lse, sinks_arg, out4,
             hq, nq, d, splits,

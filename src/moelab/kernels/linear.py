@@ -43,7 +43,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import CHAIN_MAX_T, counters, interpreting
+from moelab.kernels import CHAIN_MAX_T, cdiv, counters, interpreting, next_pow2
 from moelab.kernels.attention import sm_count
 
 LINEAR_MAX_T = 16  # decode sizes; a larger T belongs to a tensor-core GEMM (cuBLAS), not to a GEMV
@@ -163,18 +163,18 @@ def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132
     """
     vec = 16 // elem_bytes
     num_warps = 4
-    block_k = min(32 * vec * num_warps, max(vec, triton.next_power_of_2(K)))
-    block_n = min(4 if T <= 2 else 2, triton.next_power_of_2(max(N, 1)))
+    block_k = min(32 * vec * num_warps, max(vec, next_pow2(K)))
+    block_n = min(4 if T <= 2 else 2, next_pow2(max(N, 1)))
     num_warps = max(1, min(num_warps, block_n * block_k // (32 * vec)))
-    if whole_k and T <= CHAIN_MAX_T and block_n * triton.next_power_of_2(K) * elem_bytes <= 32 * 1024:
+    if whole_k and T <= CHAIN_MAX_T and block_n * next_pow2(K) * elem_bytes <= 32 * 1024:
         # A PDL launch whose programs each request their whole slice before the wait (≤ 64 data registers per
         # thread at 4 warps of 32; o_proj: 96 registers in all, 5 programs per SM, so its 512 fit in one wave);
         # the weight streams while the kernels before it run (kernels.chain_pdl).
         # As many rows as fill the 32 KB: qkv (K=2048) 8 rows, 640 programs of 80 registers, one wave; batch 1 took
         # 2.427 against 2.462 ms per token with 4 rows (ab-chain-…T171127).
-        block_n = max(block_n, min(16, 32 * 1024 // (triton.next_power_of_2(K) * elem_bytes)))
-        return dict(BLOCK_N=block_n, BLOCK_K=triton.next_power_of_2(K), SPLIT_K=1, num_warps=num_warps)
-    n_blk, chunks = triton.cdiv(N, block_n), triton.cdiv(K, block_k)
+        block_n = max(block_n, min(16, 32 * 1024 // (next_pow2(K) * elem_bytes)))
+        return dict(BLOCK_N=block_n, BLOCK_K=next_pow2(K), SPLIT_K=1, num_warps=num_warps)
+    n_blk, chunks = cdiv(N, block_n), cdiv(K, block_k)
     split = 1
     while split < 16 and 2 * n_blk * split <= 4 * sms and chunks >= 4 * split:
         split *= 2
@@ -268,9 +268,9 @@ def linear(
             and isinstance(split, int) and split >= 1):
         raise ValueError(f"linear: bad config {cfg}: BLOCK_N, BLOCK_K (≥ {vec}) and num_warps (≤ 8) must be powers "
                          f"of two, SPLIT_K ≥ 1")
-    n_blk, chunks = triton.cdiv(N, block_n), triton.cdiv(K, block_k)
-    k_chunks = triton.cdiv(chunks, min(split, chunks))
-    split = triton.cdiv(chunks, k_chunks)  # no empty split
+    n_blk, chunks = cdiv(N, block_n), cdiv(K, block_k)
+    k_chunks = cdiv(chunks, min(split, chunks))
+    split = cdiv(chunks, k_chunks)  # no empty split
     if split > 1:
         part = torch.empty(split, T, N, dtype=torch.float32, device=x.device)
         cnt = counters(x.device, n_blk, "linear")
@@ -281,7 +281,7 @@ def linear(
         x, weight, bias if bias is not None else x, out, part, cnt,
         N, K, k_chunks,
         x.stride(0), weight.stride(0), out.stride(0),
-        T=T, T_PAD=triton.next_power_of_2(T), BLOCK_N=block_n, BLOCK_K=block_k, VEC=vec, SPLIT_K=split,
+        T=T, T_PAD=next_pow2(T), BLOCK_N=block_n, BLOCK_K=block_k, VEC=vec, SPLIT_K=split,
         HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), WHOLE_K=k_chunks == 1, num_warps=num_warps, **launch,
     )
     return out

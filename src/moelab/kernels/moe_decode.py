@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import counters
+from moelab.kernels import cdiv, counters, next_pow2
 from moelab.kernels import dot_precision as _prec
 
 
@@ -256,7 +256,7 @@ def _moe_decode_kernel(
 def decode_config(T: int, k: int, H: int, I: int) -> dict:
     """Launch parameters. Best of benchmarks/sweep_moe.py --mode decode on the H200 (2026-12-01) at
     Qwen3-30B-A3B: T ≤ 8 small tiles on 2 warps (T=8: 121 µs), T=16 32-row tiles on 4 warps (201 µs)."""
-    block_t = 1 if T == 1 else max(16, triton.next_power_of_2(T))
+    block_t = 1 if T == 1 else max(16, next_pow2(T))
     if block_t == 1:
         return dict(BLOCK_T=1, BLOCK_I=8, BLOCK_K=512, BLOCK_H=16, BLOCK_K2=512, num_warps=4)
     if T <= 8:
@@ -275,8 +275,8 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
     s_max = min(E, T * k) + (shared is not None)
-    n_iblk = triton.cdiv(i_max, cfg["BLOCK_I"])
-    n_hblk = triton.cdiv(H, cfg["BLOCK_H"])
+    n_iblk = cdiv(i_max, cfg["BLOCK_I"])
+    n_hblk = cdiv(H, cfg["BLOCK_H"])
     n1, n2 = s_max * n_iblk, s_max * n_hblk
     act = torch.empty(s_max, T, i_max, dtype=x.dtype, device=x.device)
     part = torch.empty(T * (k + 1), H, dtype=torch.float32, device=x.device)
@@ -289,8 +289,8 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
         act, part, counters(x.device, s_max + n_hblk + 1, "moe"), out,
         T, H, I, IS, E, i_max,
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
-        K=k, K_PAD=triton.next_power_of_2(k), P_PAD=triton.next_power_of_2(T * k),
-        E_PAD=triton.next_power_of_2(E), S_MAX=s_max, S_PAD=triton.next_power_of_2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
+        K=k, K_PAD=next_pow2(k), P_PAD=next_pow2(T * k),
+        E_PAD=next_pow2(E), S_MAX=s_max, S_PAD=next_pow2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
         HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, PREC=_prec(x.dtype),
         num_warps=num_warps, **cfg,
     )

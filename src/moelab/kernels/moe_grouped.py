@@ -19,6 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
+from moelab.kernels import cdiv, next_pow2
 from moelab.kernels import dot_precision as _prec
 
 
@@ -136,14 +137,14 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
         return _experts_pass_grouped_mm(x, w13, w2, weights, order, count, k)
     bm = cfg["BLOCK_M"]
     cum_tiles = torch.cumsum((count + bm - 1) // bm, 0).to(torch.int32)
-    max_tiles = triton.cdiv(P, bm) + E
+    max_tiles = cdiv(P, bm) + E
     act = torch.empty(P, I, dtype=x.dtype, device=x.device)
     y = torch.empty(P, H, dtype=torch.float32, device=x.device)
-    meta = dict(E_PAD=triton.next_power_of_2(E), BLOCK_M=bm, BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
+    meta = dict(E_PAD=next_pow2(E), BLOCK_M=bm, BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
                 num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], PREC=_prec(x.dtype))
-    _gate_up_kernel[(max_tiles, triton.cdiv(I, cfg["BLOCK_N"]))](
+    _gate_up_kernel[(max_tiles, cdiv(I, cfg["BLOCK_N"]))](
         x, w13, order, start, count, cum_tiles, act, H, I, E, k, x.stride(0), w13.stride(0), w13.stride(1), **meta)
-    _down_kernel[(max_tiles, triton.cdiv(H, cfg["BLOCK_N"]))](
+    _down_kernel[(max_tiles, cdiv(H, cfg["BLOCK_N"]))](
         act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, H, I, E,
         w2.stride(0), w2.stride(1), **meta)
     return y
@@ -184,6 +185,6 @@ def moe_grouped(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, co
                 else torch.ones(T, 1, dtype=torch.float32, device=x.device))
         extra = _experts_pass(x, sw13[None], sw2[None], gate, torch.zeros(T, 1, dtype=torch.int32, device=x.device), cfg)
     BLOCK = 1024
-    _sum_k_kernel[(T, triton.cdiv(H, BLOCK))](y, extra if extra is not None else y, out, H, out.stride(0),
+    _sum_k_kernel[(T, cdiv(H, BLOCK))](y, extra if extra is not None else y, out, H, out.stride(0),
                                               K_TOP=k, HAS_EXTRA=extra is not None, BLOCK=BLOCK, num_warps=4)
     return out

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import chain_pdl, counters, interpreting
+from moelab.kernels import cdiv, chain_pdl, counters, interpreting, next_pow2
 from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, spin_asm
 
 
@@ -179,8 +179,8 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
     n_slots = T * k + (T if shared is not None else 0)
-    n_iblk = triton.cdiv(i_max, cfg["BLOCK_I"])
-    n_hblk = triton.cdiv(H, cfg["BLOCK_H"])
+    n_iblk = cdiv(i_max, cfg["BLOCK_I"])
+    n_hblk = cdiv(H, cfg["BLOCK_H"])
     n1 = n_slots * n_iblk
     act = torch.empty(n_slots, i_max, dtype=x.dtype, device=x.device)
     part = torch.empty(n_slots, H, dtype=torch.float32, device=x.device)
@@ -192,8 +192,8 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
         act, part, gw, counters(x.device, n_slots + n_hblk + 1, "moe"), out,
         H, I, IS, E, i_max,
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
-        T=T, K=k, K_PAD=triton.next_power_of_2(k), T_PAD=triton.next_power_of_2(T),
-        N_SLOTS=n_slots, S_PAD=triton.next_power_of_2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
+        T=T, K=k, K_PAD=next_pow2(k), T_PAD=next_pow2(T),
+        N_SLOTS=n_slots, S_PAD=next_pow2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
         HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger, USE_PDL=pdl,
         num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
     )

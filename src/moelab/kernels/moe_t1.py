@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import counters
+from moelab.kernels import cdiv, counters, next_pow2
 from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq
 
 
@@ -84,7 +84,7 @@ def t1_config(k: int, H: int, I: int) -> dict:
     """Launch parameters: phase 1 as the pair kernel's H200 optimum; BLOCK_H so the w2 tile of all k experts,
     k·BLOCK_H·next_pow2(I) elements, stays near 16K per program: the tp=4 shard (k=8, I=128) gets 16, the
     measured best of {1, 16} there (14.4 µs with routing, H200 2026-12-01; ptxas sm_90: 168 registers)."""
-    bh = max(1, min(32, triton.next_power_of_2(max(1, 16384 // (k * triton.next_power_of_2(I))))))
+    bh = max(1, min(32, next_pow2(max(1, 16384 // (k * next_pow2(I))))))
     return dict(BLOCK_I=8, BLOCK_K=512, BLOCK_H=bh, num_warps=4)
 
 
@@ -98,15 +98,15 @@ def moe_t1(x, w13, w2, topk_weights, topk_ids, *, out, config: dict | None = Non
     k = topk_ids.shape[1]
     cfg = dict(t1_config(k, H, I), **(config or {}))
     num_warps = cfg.pop("num_warps")
-    n_iblk = triton.cdiv(I, cfg["BLOCK_I"])
-    n_hblk = triton.cdiv(H, cfg["BLOCK_H"])
+    n_iblk = cdiv(I, cfg["BLOCK_I"])
+    n_hblk = cdiv(H, cfg["BLOCK_H"])
     n1 = k * n_iblk
     act = torch.empty(k, I, dtype=x.dtype, device=x.device)
     ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
     _moe_t1_kernel[(n1 + n_hblk,)](
         x, w13, w2, topk_weights.contiguous(), ids, act, counters(x.device, k + 1, "moe"), out,
         H, I, E, w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1),
-        K=k, K_PAD=triton.next_power_of_2(k), I_PAD=triton.next_power_of_2(I),
+        K=k, K_PAD=next_pow2(k), I_PAD=next_pow2(I),
         N_IBLK=n_iblk, N1=n1, N_HBLK=n_hblk, num_warps=num_warps, **cfg,
     )
     return out

@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import chain_pdl, pdl_supported
+from moelab.kernels import chain_pdl, next_pow2, pdl_supported
 
 _MAX_H = 32768  # one row lives in registers; beyond this a two-pass loop would be needed (no model needs it)
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -83,7 +83,7 @@ def _launch_params(h: int) -> tuple[int, int]:
 
     Not swept yet on a GPU: hidden 2048 → 4 warps, the usual choice for a one-row reduction of 4 KB.
     """
-    block = triton.next_power_of_2(h)
+    block = next_pow2(h)
     return block, max(1, min(16, block // 512))
 
 

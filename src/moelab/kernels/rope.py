@@ -26,6 +26,8 @@ import torch
 import triton
 import triton.language as tl
 
+from moelab.kernels import cdiv, next_pow2
+
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _INV_FREQ: dict[tuple[float, int, torch.device], torch.Tensor] = {}
 
@@ -267,10 +269,10 @@ def qk_norm_rope(
 
     # Heads per program: about 2K elements per program (16 heads of 128), enough to hide one load's latency,
     # and at T=1 still 3 programs for Qwen3's 32 + 4 heads. Not yet swept on a GPU.
-    block_d = triton.next_power_of_2(d)
-    block_heads = max(1, min(triton.next_power_of_2(max(hq, hk)), 2048 // block_d))
-    q_blocks = triton.cdiv(hq, block_heads)
-    grid = (t, q_blocks + triton.cdiv(hk, block_heads))
+    block_d = next_pow2(d)
+    block_heads = max(1, min(next_pow2(max(hq, hk)), 2048 // block_d))
+    q_blocks = cdiv(hq, block_heads)
+    grid = (t, q_blocks + cdiv(hk, block_heads))
     if cache is None:
         ko, vv, vc, s_max = k_out, q, q, 0  # v, v_cache unused
         k_strides = (k_out.stride(0), k_out.stride(1), k_out.stride(2), 0)

@@ -12,6 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
+from moelab.kernels import next_pow2
 from moelab.ops.moe import _check_route_args
 
 _SCORING_CODE = {"softmax": 0, "topk_softmax": 1, "sigmoid": 2}
@@ -130,13 +131,13 @@ def route(
             raise ValueError(f"out must be (fp32 [T={T}, k={k}], int32 [T, k])")
     if T == 0:
         return w, ids
-    e_pad = triton.next_power_of_2(E)
+    e_pad = next_pow2(E)
     if n_group > 1 and e_pad != E:
         raise ValueError(f"grouped routing needs a power-of-two expert count, got E={E}")
     _route_kernel[(T,)](
         router_logits, correction_bias if correction_bias is not None else router_logits, w, ids,
         E, router_logits.stride(0), float(scaling),
-        K=k, K_PAD=triton.next_power_of_2(k), E_PAD=e_pad, SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize),
+        K=k, K_PAD=next_pow2(k), E_PAD=e_pad, SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize),
         HAS_BIAS=correction_bias is not None, N_GROUP=n_group, TOPK_GROUP=topk_group,
         GROUP_PAD=e_pad // n_group, num_warps=1 if e_pad <= 128 else 4,
     )

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import chain_pdl, counters, pdl_supported
+from moelab.kernels import cdiv, chain_pdl, counters, next_pow2, pdl_supported
 from moelab.kernels.route import _SCORING_CODE, _route_row
 from moelab.ops.moe import _check_route_args
 
@@ -89,8 +89,8 @@ def router_config(T: int, E: int, H: int, block_e: int = 1, num_warps: int = 1) 
     elements. One expert per program on one warp: the best of benchmarks/sweep_router.py on the H200 (2026-12-01
     12:03, Qwen3-30B-A3B T=1: 4.25 µs; 2 experts / 4 warps, the first guess, 5.36 µs) — one warp keeps the last
     arriver's reductions inside a warp."""
-    t_pad = triton.next_power_of_2(T)
-    block_h = max(16, min(triton.next_power_of_2(H), 8192 // (t_pad * block_e)))
+    t_pad = next_pow2(T)
+    block_h = max(16, min(next_pow2(H), 8192 // (t_pad * block_e)))
     return dict(BLOCK_E=block_e, BLOCK_H=block_h, num_warps=num_warps)
 
 
@@ -112,21 +112,21 @@ def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softma
     ids = torch.empty(T, k, dtype=torch.int32, device=x.device)
     if T == 0:
         return w_out, ids
-    e_pad = triton.next_power_of_2(E)
+    e_pad = next_pow2(E)
     if n_group > 1 and e_pad != E:
         raise ValueError(f"grouped routing needs a power-of-two expert count, got E={E}")
     pick = {"BLOCK_E": "block_e", "num_warps": "num_warps"}
     cfg = router_config(T, E, H, **{pick[k_]: v for k_, v in (config or {}).items() if k_ in pick})
     cfg.update(config or {})
     num_warps = cfg.pop("num_warps")
-    n_prog = triton.cdiv(E, cfg["BLOCK_E"])
+    n_prog = cdiv(E, cfg["BLOCK_E"])
     logits = torch.empty(T, E, dtype=torch.float32, device=x.device)
     pdl = pdl_supported(x.device)  # the weight streams while the norm before it runs (kernels.pdl_supported)
     launch = {"launch_pdl": True} if pdl else {}
     _router_kernel[(n_prog,)](
         x, weight, correction_bias if correction_bias is not None else logits, logits, w_out, ids,
         counters(x.device, 1, "router"), T, E, H, x.stride(0), weight.stride(0), float(scaling),
-        T_PAD=triton.next_power_of_2(T), N_PROG=n_prog, K=k, K_PAD=triton.next_power_of_2(k), E_PAD=e_pad,
+        T_PAD=next_pow2(T), N_PROG=n_prog, K=k, K_PAD=next_pow2(k), E_PAD=e_pad,
         SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize), HAS_BIAS=correction_bias is not None,
         N_GROUP=n_group, TOPK_GROUP=topk_group, USE_PDL=pdl,
         TRIGGER=chain_pdl(x.device, T),  # the pair kernel after it is PDL-launched (kernels.chain_pdl)
