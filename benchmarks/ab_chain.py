@@ -58,9 +58,9 @@ def main() -> None:
     ap.add_argument("--variants", default="base")
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
+    variants = parse_variants(args.variants)  # a mistyped switch is named before anything else
     if not torch.cuda.is_available():
         raise SystemExit("ab_chain needs a CUDA GPU")
-    variants = parse_variants(args.variants)
     switches = sorted({s.partition(":")[0] for _, sw in variants for s in sw})
     eng = build(args.model, random=True, batch=args.batch, max_len=args.prompt_len + args.new_tokens + 8)
     prompt = torch.randint(0, eng.cfg.vocab, (args.batch, args.prompt_len), generator=torch.Generator().manual_seed(0))

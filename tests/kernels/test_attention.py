@@ -286,10 +286,11 @@ def test_kv_fused_registry_and_errors():
         decode_attention_kv(q, k, v, qw[:8], kw, pos, kc, vc, **a)
     with pytest.raises(ValueError, match="rotary_dim 5"):
         decode_attention_kv(q, k, v, qw, kw, pos, kc, vc, rotary_dim=5, **a)
-    with pytest.raises(ValueError, match="v must be"):
-        decode_attention_kv(q, k, v[:, :1], qw, kw, pos, kc, vc, **a)
-    with pytest.raises(ValueError, match="positions must be"):
-        decode_attention_kv(q, k, v, qw, kw, pos[:1], kc, vc, **a)
+    for impl in (decode_attention_kv, decode_attention_kv_reference):  # the KV errors name this op, on both impls
+        with pytest.raises(ValueError, match="^decode_attention_kv: v must be"):
+            impl(q, k, v[:, :1], qw, kw, pos, kc, vc, **a)
+        with pytest.raises(ValueError, match="^decode_attention_kv: positions must be"):
+            impl(q, k, v, qw, kw, pos[:1], kc, vc, **a)
     hb = kc.half()  # fp16 activations with fp32 norm weights normalise to fp32: not the cache's dtype
     with pytest.raises(ValueError, match="the cache is torch.float16"):
         decode_attention_kv(q.half(), k.half(), v.half(), qw, kw, pos, hb, hb.clone(), **a)

@@ -462,7 +462,7 @@ def decode_attention_kv(
     """
     if q.dim() != 3:
         raise ValueError(f"decode_attention_kv: q must be [B, Hq, D] (one new token per sequence); got {tuple(q.shape)}")
-    check_kv_args(k_cache, v_cache, k, v, positions)
+    check_kv_args("decode_attention_kv", k_cache, v_cache, k, v, positions)
     b, hq, d = q.shape
     if k_cache.shape[0] != b or k_cache.shape[3] != d:
         raise ValueError(f"decode_attention_kv: k_cache is {tuple(k_cache.shape)}; expected [{b}, Hk, S_max, {d}]")

@@ -260,7 +260,7 @@ def qk_norm_rope(
         if k_out is not None:
             raise ValueError("qk_norm_rope: give k_out or a cache, not both")
         k_cache, v_cache, v = cache
-        check_kv_args(k_cache, v_cache, k, v, positions)
+        check_kv_args("qk_norm_rope_kv", k_cache, v_cache, k, v, positions)
         if k_cache.dtype != out_dtype:
             raise ValueError(f"qk_norm_rope: the cache is {k_cache.dtype} but normalised k is {out_dtype}")
     if t == 0:
@@ -295,21 +295,22 @@ def qk_norm_rope(
     return q_out, (k_out if cache is None else None)
 
 
-def check_kv_args(k_cache, v_cache, k, v, positions) -> None:
-    """Clear errors for a decode KV append that cannot be done (shared by the reference and the kernel)."""
+def check_kv_args(op: str, k_cache, v_cache, k, v, positions) -> None:
+    """Clear errors, named after `op`, for a decode KV append that cannot be done (shared by `qk_norm_rope_kv`,
+    `decode_attention_kv` and their references)."""
     if k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
-        raise ValueError(f"qk_norm_rope_kv: k_cache and v_cache must be one shape [B, Hk, S_max, D], got "
+        raise ValueError(f"{op}: k_cache and v_cache must be one shape [B, Hk, S_max, D], got "
                          f"{tuple(k_cache.shape)} and {tuple(v_cache.shape)}")
     B, Hk, _, D = k_cache.shape
     for name, t in (("k", k), ("v", v)):
         if tuple(t.shape) != (B, Hk, D):
-            raise ValueError(f"qk_norm_rope_kv: {name} must be [{B}, {Hk}, {D}] (one token per sequence), got {tuple(t.shape)}")
+            raise ValueError(f"{op}: {name} must be [{B}, {Hk}, {D}] (one token per sequence), got {tuple(t.shape)}")
         if t.dtype != k_cache.dtype or t.device != k_cache.device:
-            raise ValueError(f"qk_norm_rope_kv: {name} is {t.dtype} on {t.device}, the cache {k_cache.dtype} on {k_cache.device}")
+            raise ValueError(f"{op}: {name} is {t.dtype} on {t.device}, the cache {k_cache.dtype} on {k_cache.device}")
     if v_cache.dtype != k_cache.dtype or v_cache.device != k_cache.device:
-        raise ValueError("qk_norm_rope_kv: k_cache and v_cache must share dtype and device")
+        raise ValueError(f"{op}: k_cache and v_cache must share dtype and device")
     if positions.shape != (B,) or positions.dtype not in (torch.int32, torch.int64) or positions.device != k_cache.device:
-        raise ValueError(f"qk_norm_rope_kv: positions must be [{B}] int32/int64 on {k_cache.device}, got "
+        raise ValueError(f"{op}: positions must be [{B}] int32/int64 on {k_cache.device}, got "
                          f"{tuple(positions.shape)} {positions.dtype} on {positions.device}")
 
 

@@ -21,6 +21,7 @@ import torch
 from moelab import ops
 from moelab.kernels.attention import decode_attention as _decode_attention_kernel
 from moelab.kernels.attention import decode_attention_kv as _decode_attention_kv_kernel
+from moelab.kernels.rope import check_kv_args
 
 
 def decode_attention_reference(
@@ -101,6 +102,7 @@ def decode_attention_kv_reference(
     append (`qk_norm_rope_kv`), then attention over positions 0 .. positions[b]. The two references, composed."""
     from moelab.ops.rope import qk_norm_rope_kv_reference  # ops.rope imports nothing from here; no cycle either way
 
+    check_kv_args("decode_attention_kv", k_cache, v_cache, k, v, positions)  # errors named after this op
     q = qk_norm_rope_kv_reference(q, k, v, q_weight, k_weight, positions, k_cache, v_cache, eps=eps,
                                   rope_theta=rope_theta, rotary_dim=rotary_dim, offset=offset)
     return decode_attention_reference(q, k_cache, v_cache, positions + 1, scale=scale, sinks=sinks, window=window)

@@ -107,7 +107,7 @@ def qk_norm_rope_kv_reference(
     """A decode step's attention prologue: q/k norm (none when the weights are None) and RoPE, then the new k and v
     appended to the static cache at `positions`. q, k, v: [B, H·, D], one token
     per sequence. Returns q_out; the caches are written in place (`k_cache[b, :, positions[b]] = k_out[b]`, and v)."""
-    check_kv_args(k_cache, v_cache, k, v, positions)
+    check_kv_args("qk_norm_rope_kv", k_cache, v_cache, k, v, positions)
     if q_weight is None and k_weight is None:
         q_out, k_out = rope_reference(q, k, positions, rope_theta=rope_theta, rotary_dim=rotary_dim)
     else:

@@ -205,16 +205,23 @@ class LayerFns:
     def add_rmsnorm(self, x, residual, w):
         return self._add_rmsnorm(x, residual, w, self.d.eps, offset=self.d.offset)
 
-    def qk_prologue(self, q, k, v, qw, kw, positions, k_cache, v_cache):
-        """q [B, Hq, D], k/v [B, Hk, D] -> q normed (when the family norms per head or over all heads) and rotated;
-        k likewise and, with v, appended to the cache at `positions` — as the engine's decode does it (moelab: one
-        launch, `qk_norm_rope_kv`; eager: the norms, RoPE and torch index_put)."""
+    def _full_norm(self, q, k, qw, kw):
+        """The families that norm over all heads (qk_norm "full") do it here, before the per-head kernel; the
+        per-head weights go on to the kernel only for qk_norm "head"."""
         d = self.d
         if d.qk_norm == "full":
             q = self._rmsnorm(q.flatten(1), qw, d.eps).view_as(q)
             k = self._rmsnorm(k.flatten(1), kw, d.eps).view_as(k)
         if d.qk_norm != "head":
             qw = kw = None
+        return q, k, qw, kw
+
+    def qk_prologue(self, q, k, v, qw, kw, positions, k_cache, v_cache):
+        """q [B, Hq, D], k/v [B, Hk, D] -> q normed (when the family norms per head or over all heads) and rotated;
+        k likewise and, with v, appended to the cache at `positions` — as the engine's decode does it (moelab: one
+        launch, `qk_norm_rope_kv`; eager: the norms, RoPE and torch index_put)."""
+        d = self.d
+        q, k, qw, kw = self._full_norm(q, k, qw, kw)
         return self._norm_rope_kv(q, k, v, qw, kw, positions, k_cache, v_cache, eps=d.eps, rope_theta=d.theta,
                                   rotary_dim=d.rot, offset=d.offset)
 
@@ -232,11 +239,7 @@ class LayerFns:
         if self.impl == "eager":
             q = self.qk_prologue(q, k, v, qw, kw, positions, k_cache, v_cache)
             return self.attention(q, k_cache, v_cache, positions + 1)
-        if d.qk_norm == "full":
-            q = self._rmsnorm(q.flatten(1), qw, d.eps).view_as(q)
-            k = self._rmsnorm(k.flatten(1), kw, d.eps).view_as(k)
-        if d.qk_norm != "head":
-            qw = kw = None
+        q, k, qw, kw = self._full_norm(q, k, qw, kw)
         return self._attn_kv(q, k, v, qw, kw, positions, k_cache, v_cache, eps=d.eps, rope_theta=d.theta,
                              rotary_dim=d.rot, offset=d.offset, scale=d.hd ** -0.5, window=d.window)
 
