@@ -1,8 +1,8 @@
-"""Decode GEMVs (y = x @ Wᵀ at T ≤ 16): eager F.linear (cuBLAS), torch.compile(F.linear), moelab's `linear`, and
+"""Decode GEMVs (y = x @ Wᵀ at T ≤ 64): eager F.linear (cuBLAS), torch.compile(F.linear), moelab's `linear`, and
 the floor — side by side in one process, graph-replayed.
 
     python benchmarks/bench_linear.py [--model qwen3-30b-a3b] [--ops qkv_proj,o_proj,router,lm_head]
-                                      [--tokens 1,8] [--samples 25] [--read-gbps G] [--no-compile]
+                                      [--tokens 1,8,32] [--samples 25] [--read-gbps G] [--no-compile]
                                       [--pdl] [--sweep] [--sweep-samples 7] [--json]
     TRITON_INTERPRET=1 python benchmarks/bench_linear.py --device cpu     # smoke test: tiny shapes, times meaningless
 
@@ -15,8 +15,11 @@ moelab is checked against the `ops` reference once per shape before timing, and 
 counted with torch.profiler (must be 1), eager's too (the decode profile saw cuBLAS launch 2 at o_proj:
 split-K).
 --pdl adds moelab with programmatic dependent launch: back to back in the graph, each call's first weight loads
-overlap the previous call's tail. --sweep times linear_config's neighbours (BLOCK_N, BLOCK_K, SPLIT_K, num_warps)
-and prints the best few per shape (linear_config is a first guess, unswept).
+overlap the previous call's tail. Where `linear` runs the GEMV (T < dot_min_t()), moelab_dot times its tensor-core
+kernel on the same inputs (config DOT=True), so the two forms and cuBLAS are side by side at every T.
+--sweep times linear_config's neighbours (BLOCK_N, BLOCK_K, SPLIT_K, num_warps; for the tensor-core kernel
+num_stages too, and at T ≤ 16 the neighbours of both forms) and prints the best few per shape (both configs are
+first guesses).
 Saved with `timing.save_result("bench-linear", ...)` (on --device cpu only when $MOELAB_RESULTS_DIR is set: a
 CPU time means nothing and benchmarks/results holds GPU records).
 """
@@ -49,7 +52,16 @@ def gemv_shapes(model: str, tiny: bool) -> dict[str, tuple[int, int]]:
 
 def neighbours(cfg: dict, T: int, N: int, K: int, elem: int) -> list[dict]:
     """linear_config's choice first, then its neighbours: BLOCK_N and BLOCK_K halved/doubled, SPLIT_K 1/2/4,
-    num_warps 2/4 (SPLIT_K clipped to the chunks K has, as the launcher does; duplicates dropped)."""
+    num_warps 2/4 (SPLIT_K clipped to the chunks K has, as the launcher does; duplicates dropped). For the
+    tensor-core kernel (cfg["DOT"]): BLOCK_N 32/64/128, BLOCK_K 64/128, SPLIT_K halved/doubled, 3 or 4 stages."""
+    if cfg.get("DOT"):
+        out = [cfg]
+        for bn, bk, sk, ns in itertools.product((32, 64, 128), (64, 128),
+                                                 (max(1, cfg["SPLIT_K"] // 2), cfg["SPLIT_K"], cfg["SPLIT_K"] * 2), (3, 4)):
+            c = dict(cfg, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=min(sk, -(-K // bk)), num_stages=ns)
+            if c not in out:
+                out.append(c)
+        return out
     vec, out = 16 // elem, [cfg]
     for bn, bk, sk, nw in itertools.product(
             (cfg["BLOCK_N"] // 2, cfg["BLOCK_N"], cfg["BLOCK_N"] * 2),
@@ -57,7 +69,7 @@ def neighbours(cfg: dict, T: int, N: int, K: int, elem: int) -> list[dict]:
         if bn < 1 or bk < vec or bk > 2 * max(vec, 1 << (K - 1).bit_length()) or bn > max(1, 1 << (N - 1).bit_length()):
             continue
         sk = min(sk, -(-K // bk))
-        c = dict(BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=sk, num_warps=nw)
+        c = dict(DOT=False, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=sk, num_warps=nw)
         if c not in out:
             out.append(c)
     return out
@@ -67,7 +79,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="qwen3-30b-a3b", help="model preset whose decode GEMVs are timed")
     ap.add_argument("--ops", default="qkv_proj,o_proj,router,lm_head", help="comma-separated GEMVs")
-    ap.add_argument("--tokens", default="1,8", help="comma-separated T values (1..16)")
+    ap.add_argument("--tokens", default="1,8", help="comma-separated T values (1..64)")
     ap.add_argument("--samples", type=int, default=25)
     ap.add_argument("--read-gbps", type=float, default=None, help="read bandwidth for the floor (GB/s)")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (saves compile time)")
@@ -84,11 +96,12 @@ def main() -> None:
         raise SystemExit("bench_linear: --device cpu runs the kernel in the Triton interpreter: set TRITON_INTERPRET=1")
     if not cpu and not torch.cuda.is_available():
         raise SystemExit("bench_linear: needs a CUDA GPU (or --device cpu with TRITON_INTERPRET=1 for a smoke test)")
-    from moelab.kernels.linear import linear, linear_config  # after the TRITON_INTERPRET check
+    from moelab.kernels.linear import GEMV_MAX_T, dot_config, dot_min_t, linear, linear_config  # after the check
     from moelab.kernels.attention import sm_count
 
     gbps, gbps_source = floor_read_gbps(a.read_gbps)
-    dt, dev = torch.bfloat16, torch.device(a.device)
+    # The CPU smoke test runs fp16: the interpreter has no bf16 tl.dot (the tensor-core kernel from T=17).
+    dt, dev = (torch.float16 if cpu else torch.bfloat16), torch.device(a.device)
     reference, kernel = ops.get("linear", "eager"), ops.get("linear", "moelab")
     impls = {"eager": lambda x, w: F.linear(x, w)}
     if not a.no_compile and not cpu:  # inductor on the CPU would time a C++ kernel: not what is compared here
@@ -96,6 +109,7 @@ def main() -> None:
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
         impls["compile"] = torch.compile(lambda x, w: F.linear(x, w), dynamic=False)
     impls["moelab"] = lambda x, w: kernel(x, w)
+    impls["moelab_dot"] = lambda x, w: linear(x, w, config={"DOT": True})  # where moelab runs the GEMV
     if a.pdl:
         if cpu:
             print("--pdl: skipped on the CPU (griddepcontrol is inline PTX the interpreter cannot run)")
@@ -120,10 +134,13 @@ def main() -> None:
         sets = [(torch.randn(T, K, device=dev).to(dt), (torch.randn(N, K, device=dev) * K ** -0.5).to(dt))
                 for _ in range(n_sets)]
         ref = reference(*sets[0])
-        err = ((kernel(*sets[0]).double() - ref.double()).norm() / ref.double().norm()).item()
-        if not err <= 2e-2:
-            raise SystemExit(f"bench_linear: moelab is off by {err:.3g} (rel) at {name} T={T}; not timing it")
-        cfg = linear_config(T, N, K, elem_bytes=2, sms=sm_count(dev))
+        for impl in ("moelab", "moelab_dot"):
+            got = impls[impl](*sets[0])
+            e = ((got.double() - ref.double()).norm() / ref.double().norm()).item()
+            if not e <= 2e-2:
+                raise SystemExit(f"bench_linear: {impl} is off by {e:.3g} (rel) at {name} T={T}; not timing it")
+            err = e if impl == "moelab" else err
+        cfg = linear_config(T, N, K, elem_bytes=2, sms=sm_count(dev), dot=T >= dot_min_t())
         launches = timing.count_launches(impls["moelab"], sets[0])
         assert launches in (None, 1), f"moelab launched {launches} kernels at {name} T={T}, not 1"
         key = f"{name} T={T}"
@@ -132,6 +149,8 @@ def main() -> None:
                      "rotation_bytes": n_sets * w_bytes}
         times = {}
         for impl, fn in impls.items():
+            if impl == "moelab_dot" and cfg["DOT"]:
+                continue  # moelab itself runs the tensor-core kernel at this T
             try:
                 m = timing.measure(fn, sets, mode="graph", samples=samples, warmup=1 if cpu else 3)
             except Exception as e:  # a backend that refuses this shape: say so, keep going
@@ -146,6 +165,8 @@ def main() -> None:
                 r["moelab_x"] = r["median_us"] / times["moelab"]  # how many times slower than moelab
         if a.sweep:
             cands = neighbours(cfg, T, N, K, 2)
+            if T <= GEMV_MAX_T and not cfg["DOT"]:
+                cands += neighbours(dot_config(T, N, K, sms=sm_count(dev)), T, N, K, 2)
             for c in cands[:2] if cpu else cands:
                 m = timing.measure(lambda x, w, c=c: linear(x, w, config=c), sets, mode="graph",
                                    samples=1 if cpu else a.sweep_samples, warmup=1 if cpu else 3)
@@ -153,7 +174,7 @@ def main() -> None:
                                    "pct_floor": 100 * floor_us / m.median_us, "chosen": c == cfg})
         del sets
 
-    payload = {"model": a.model, "dtype": "bfloat16", "device": a.device, "read_gbps": gbps,
+    payload = {"model": a.model, "dtype": str(dt).removeprefix("torch."), "device": a.device, "read_gbps": gbps,
                "read_gbps_source": gbps_source, "moelab": meta, "rows": rows, "sweep": sweep_rows}
     path = None
     if not cpu or os.environ.get("MOELAB_RESULTS_DIR"):
@@ -161,7 +182,7 @@ def main() -> None:
     if a.json:
         report.emit_json(payload)
         return
-    title = f"decode GEMV, {a.model}, bf16, graph-replayed" + (" (CPU smoke test: times meaningless)" if cpu else "")
+    title = f"decode GEMV, {a.model}, {str(dt).removeprefix('torch.')}, graph-replayed" + (" (CPU smoke test: times meaningless)" if cpu else "")
     cols = ["op", "T", "N", "K", "impl", "median_us", "iqr_us", "floor_us", "pct_floor", "GB/s", "moelab_x"]
     report.table(rows, cols, title=title,
                  caption=f"floor at {gbps:.0f} GB/s ({gbps_source}); moelab_x = time / moelab's time; "
@@ -173,8 +194,8 @@ def main() -> None:
         best = []
         for (op, T), group in itertools.groupby(sweep_rows, key=lambda r: (r["op"], r["T"])):
             best += sorted(group, key=lambda r: r["median_us"])[: a.top]
-        report.table(best, ["op", "T", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "median_us", "iqr_us",
-                            "pct_floor", "chosen"], title=f"sweep: best {a.top} per shape (chosen = linear_config's)")
+        report.table(best, ["op", "T", "DOT", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages", "median_us",
+                            "iqr_us", "pct_floor", "chosen"], title=f"sweep: best {a.top} per shape (chosen = linear_config's)")
 
 
 if __name__ == "__main__":

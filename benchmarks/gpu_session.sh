@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AC    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AE    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -220,6 +220,22 @@ case "${1:?stage A to G}" in
       # phase-1 programs of the pair kernel doing ROWS row blocks each: the expert id and the program start paid once
       # per ROWS blocks (MOELAB_PAIRS_ROWS, now gone), A/B at batch 1
     run ab-b1 150 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,rows2=MOELAB_PAIRS_ROWS:2,rows3=MOELAB_PAIRS_ROWS:3
+    ;;
+  AD) # session 7's prepared work, first call of a session with a GPU (predictions in docs/worklog.md, session 7):
+      # the GPU tests of every kernel file (session 6's two CPU-only commits f6186ad and c61140a never ran on a GPU;
+      # the tensor-core linear's bf16 path only runs there); the decode projections at T=1..64, GEMV vs tensor cores vs
+      # cuBLAS side by side; then the tensor-core linear in the batch-8 step (MOELAB_LINEAR_DOT_MIN_T)
+    run gpu-tests 170 python -m pytest tests/kernels -k "gpu or graph" -q -p no:cacheprovider --tb=short -rf
+    run linear 200 python benchmarks/bench_linear.py --tokens 1,4,8,16,32,64 --no-compile
+    run ab-b8 170 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,dot4=MOELAB_LINEAR_DOT_MIN_T:4,dot8=MOELAB_LINEAR_DOT_MIN_T:8
+    ;;
+  AE) # batch 32: the engine's projections on the tensor-core linear instead of cuBLAS (MOELAB_DENSE_MAX_T=64); the
+      # grouped MoE path's tiles at T=32..256 with token tiles of 16-32 rows; traces of batch 8 and 1 with the
+      # per-place labels (qkv vs o, the two norms)
+    run ab-b32 170 python benchmarks/ab_chain.py --batch 32 --rounds 2 --new-tokens 64 --variants base,d64=MOELAB_DENSE_MAX_T:64
+    run sweep-grouped 240 python benchmarks/sweep_moe.py --shapes "" --grouped 32,64,256 --samples 10
+    run trace-b8 60 python benchmarks/trace_decode.py --batch 8 --ctx 1024
+    run trace-b1 45 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

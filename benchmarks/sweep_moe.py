@@ -164,12 +164,20 @@ def sweep_grouped(T: int, ceil, samples: int) -> dict:
         w, ids = ops.get("route", "eager")(torch.randn(T, E, device=dev), k)
         sets.append((torch.randn(T, H, device=dev).to(dt), w13, w2, w, ids))
     flops = 2.0 * T * k * 3 * H * I
-    floor = max(flops / (ceil.bf16_tflops * 1e6), E * 3 * H * I * 2 / (ceil.read_gbps * 1e3))
+    hit = sum(int(torch.unique(s_[4]).numel()) for s_ in sets) / len(sets)  # distinct experts, mean over the sets
+    floor = max(flops / (ceil.bf16_tflops * 1e6), hit * 3 * H * I * 2 / (ceil.read_gbps * 1e3))
     x0, _, _, tw0, ids0 = sets[0]
     ref = ops.get("fused_moe", "eager")(x0, w13, w2, tw0, ids0)
     rows = []
     cfgs = [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns)
             for bm, bn, bk, nw, ns in itertools.product([64, 128], [64, 128], [64], [4, 8], [3, 4])]
+    if T <= 512:
+        # Few tokens per expert (T=32: ~2.3 of 64 tile rows real): the 64-row token tile spends most of its MMAs on
+        # padding (T=32: ~53 GFLOP, ~70 µs of tensor-core time for ~5 GFLOP of real work) and its 512 KB programs leave
+        # a long tail. Token tiles of 16-32 rows (mma.sync rather than wgmma) and 32-row weight tiles, 4 warps.
+        cfgs += [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=4, num_stages=ns)
+                 for bm, bn, bk, ns in itertools.product([16, 32], [32, 64, 128], [64, 128], [3, 4])]
+        cfgs += [dict(BLOCK_M=64, BLOCK_N=32, BLOCK_K=64, num_warps=4, num_stages=ns) for ns in (3, 4)]
     cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
     for cfg in cfgs:
         def f(x, w13, w2, tw, ids, cfg=cfg):

@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from moelab import kernels, ops
-from moelab.kernels.linear import LINEAR_MAX_T, linear, linear_config
+from moelab.kernels import linear as linear_mod
+from moelab.kernels.linear import DOT_MIN_T, GEMV_MAX_T, LINEAR_MAX_T, dot_config, dot_min_t, linear, linear_config
+from moelab.ops import linear as linear_ops
 from moelab.ops.linear import linear_reference
 
 CUDA = torch.cuda.is_available()
@@ -45,7 +47,7 @@ def test_random_shapes_and_configs(seed, close):
     """Shape, dtype, bias and launch parameters drawn from the seed: awkward combinations nobody lists by hand."""
     g = torch.Generator().manual_seed(1234 + seed)
     pick = lambda n: int(torch.randint(n, (1,), generator=g))  # noqa: E731
-    T, N, K = 1 + pick(LINEAR_MAX_T), 1 + pick(40), 1 + pick(500)
+    T, N, K = 1 + pick(GEMV_MAX_T), 1 + pick(40), 1 + pick(500)
     dtype = DTYPES[pick(3)]
     vec = 16 // torch.empty(0, dtype=dtype).element_size()
     cfg = dict(BLOCK_N=[1, 2, 4, 8][pick(4)], BLOCK_K=[vec, 16, 64, 128, 512][pick(5)], SPLIT_K=1 + pick(5),
@@ -130,7 +132,7 @@ def test_errors(monkeypatch):
         ((x.to(torch.int32), w), "x has dtype"),
         ((x, w[:, :15]), "K differs"),
         ((x, w.half()), "weight has dtype"),
-        ((torch.randn(LINEAR_MAX_T + 1, 16, device=DEV), w), "T=17 tokens is more than LINEAR_MAX_T"),
+        ((torch.randn(LINEAR_MAX_T + 1, 16, device=DEV), w), "T=65 tokens is more than LINEAR_MAX_T"),
         ((x[:, :0], w[:, :0]), "K .* is 0"),
         ((torch.randn(16, 2, device=DEV).t(), w), "x's last dim must be contiguous"),
         ((x, torch.randn(16, 8, device=DEV).t()), "weight's last dim must be contiguous"),
@@ -152,9 +154,28 @@ def test_errors(monkeypatch):
         linear(x, w, config=dict(BLOCK_M=4))
     with pytest.raises(ValueError, match="bad config"):
         linear(x, w, config=dict(BLOCK_K=2))  # below one 16-byte vector of fp32
+    with pytest.raises(ValueError, match="bad config"):
+        linear(x, w, config=dict(DOT=True, BLOCK_N=8))  # below a tensor-core tile
+    with pytest.raises(ValueError, match="bad config"):
+        linear(x, w, config=dict(DOT=True, num_stages=0))
+    with pytest.raises(ValueError, match="unknown config keys"):
+        linear(x, w, config=dict(num_stages=2))  # the GEMV has no software pipeline to size
+    with pytest.raises(ValueError, match="DOT must be True or False"):
+        linear(x, w, config=dict(DOT=1))
+    with pytest.raises(ValueError, match="GEMV_MAX_T=16 tokens, not 17"):
+        linear(torch.randn(GEMV_MAX_T + 1, 16, device=DEV), w, config=dict(DOT=False))
+    monkeypatch.setenv("MOELAB_LINEAR_DOT_MIN_T", "eight")
+    with pytest.raises(ValueError, match="MOELAB_LINEAR_DOT_MIN_T must be an integer, not 'eight'"):
+        linear(x, w)
+    monkeypatch.setenv("MOELAB_DENSE_MAX_T", "lots")
+    with pytest.raises(ValueError, match="MOELAB_DENSE_MAX_T must be an integer"):
+        linear_ops.dense(x, w)
+    monkeypatch.delenv("MOELAB_LINEAR_DOT_MIN_T")
     if not CUDA:
         with pytest.raises(ValueError, match="interpreter"):
             linear(x, w, use_pdl=True)
+        with pytest.raises(ValueError, match=r"linear \(DOT\): a bfloat16 tl.dot cannot run under the Triton interp"):
+            linear(x.bfloat16(), w.bfloat16(), config=dict(DOT=True))  # it would return garbage, not an error
         monkeypatch.delenv("TRITON_INTERPRET", raising=False)
         with pytest.raises(ValueError, match="need a CUDA tensor"):
             linear(x, w)
@@ -192,6 +213,122 @@ def test_whole_k_config():
     assert linear_config(1, 2048, 8192, whole_k=True) == linear_config(1, 2048, 8192)
 
 
+# ------------------------------------------------------------------------------------------ tensor-core form
+
+DOT_DTYPES = [torch.float32, torch.float16]  # the interpreter has no bf16 tl.dot: bf16 runs on the GPU below
+
+
+@pytest.mark.parametrize("dtype", DOT_DTYPES + ([torch.bfloat16] if CUDA else []))
+@pytest.mark.parametrize("T", [1, 5, 16, 17, 40, 64])
+@pytest.mark.parametrize("N,K", SHAPES)
+@pytest.mark.parametrize("bias", [False, True])
+def test_dot_matches_reference(T, N, K, dtype, bias, close):
+    """The tensor-core kernel: tokens padded to the MMA's 16 (and T=17, 40: not a power of two), odd N and K."""
+    x, w, b = make(T, N, K, dtype, seed=T * 1000 + N + K + 7, bias=bias)
+    got = linear(x, w, b, out=poisoned(T, N, dtype), config=dict(DOT=True))
+    assert not got.isnan().any(), "some outputs were never written"
+    close(got, linear_reference(x, w, b))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_dot_random_shapes_and_configs(seed, close):
+    g = torch.Generator().manual_seed(777 + seed)
+    pick = lambda n: int(torch.randint(n, (1,), generator=g))  # noqa: E731
+    T, N, K = 1 + pick(LINEAR_MAX_T), 1 + pick(100), 1 + pick(700)
+    dtype = DOT_DTYPES[pick(2)]
+    cfg = dict(DOT=True, BLOCK_N=[16, 32, 64][pick(3)], BLOCK_K=[16, 32, 64, 128][pick(4)], SPLIT_K=1 + pick(5),
+               num_warps=[1, 2, 4][pick(3)], num_stages=1 + pick(4))
+    x, w, b = make(T, N, K, dtype, seed=seed, bias=bool(pick(2)))
+    got = linear(x, w, b, out=poisoned(T, N, dtype), config=cfg)
+    assert not got.isnan().any(), f"unwritten outputs with {cfg}"
+    close(got, linear_reference(x, w, b))
+
+
+@pytest.mark.parametrize("split", [1, 3])
+def test_dot_exact_on_integers(split):
+    """As test_exact_on_integers, on tensor cores (fp16: products of small integers and their sums are exact)."""
+    g = torch.Generator().manual_seed(4)
+    T, N, K = 9, 37, 300
+    x = torch.randint(-2, 3, (T, K), generator=g).half().to(DEV)
+    w = torch.randint(-2, 3, (N, K), generator=g).half().to(DEV)
+    b = torch.randint(-8, 9, (N,), generator=g).half().to(DEV)
+    got = linear(x, w, b, out=poisoned(T, N, x.dtype), config=dict(DOT=True, SPLIT_K=split, BLOCK_K=32))
+    assert torch.equal(got, linear_reference(x, w, b))
+
+
+def test_dot_split_k_resets_counters_and_is_deterministic(close):
+    x, w, b = make(12, 40, 1000, torch.float16, seed=2, bias=True)
+    cfg = dict(DOT=True, SPLIT_K=4, BLOCK_K=64)
+    first = linear(x, w, b, config=cfg)
+    close(first, linear_reference(x, w, b))
+    assert torch.equal(first, linear(x, w, b, config=cfg))
+    for (_, owner), c in kernels._COUNTERS.items():
+        if owner == "linear":
+            assert int(c.count_nonzero()) == 0
+
+
+class _Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.calls.append((grid, kwargs))
+
+
+@pytest.mark.parametrize("env,T,dot", [(None, 1, False), (None, GEMV_MAX_T, False), (None, GEMV_MAX_T + 1, True),
+                                       (None, LINEAR_MAX_T, True), ("4", 3, False), ("4", 4, True), ("1", 1, True),
+                                       ("99", GEMV_MAX_T, False), ("99", GEMV_MAX_T + 1, True)])
+def test_which_kernel_runs(monkeypatch, env, T, dot):
+    """The GEMV below dot_min_t() (DOT_MIN_T, or $MOELAB_LINEAR_DOT_MIN_T for an A/B), tensor cores from there;
+    never the GEMV above GEMV_MAX_T, whatever the switch says. A forced DOT in config wins over the switch."""
+    if env is None:
+        monkeypatch.delenv("MOELAB_LINEAR_DOT_MIN_T", raising=False)
+    else:
+        monkeypatch.setenv("MOELAB_LINEAR_DOT_MIN_T", env)
+    gemv, tc = _Recorder(), _Recorder()
+    monkeypatch.setattr(linear_mod, "_linear_kernel", gemv)
+    monkeypatch.setattr(linear_mod, "_linear_dot_kernel", tc)
+    x, w, _ = make(T, 24, 64, torch.float32)
+    linear(x, w)
+    assert (len(tc.calls), len(gemv.calls)) == ((1, 0) if dot else (0, 1))
+    if dot:
+        (grid, kw), = tc.calls
+        assert kw["T_PAD"] == max(16, 1 << (T - 1).bit_length()) and kw["PREC"] == "ieee"
+    if T <= GEMV_MAX_T:
+        linear(x, w, config=dict(DOT=not dot))
+        assert len(tc.calls) == len(gemv.calls) == 1  # the other kernel, forced
+    assert DOT_MIN_T == GEMV_MAX_T + 1 and (env is not None or dot_min_t() == DOT_MIN_T)
+
+
+@pytest.mark.parametrize("env,T,kernel", [(None, 16, True), (None, 17, False), ("64", 32, True), ("64", 65, False),
+                                          ("1000", 64, True), ("8", 9, False)])
+def test_dense_switch(monkeypatch, env, T, kernel):
+    """The engine's projections: moelab's kernel up to DENSE_MAX_T tokens ($MOELAB_DENSE_MAX_T, capped at
+    LINEAR_MAX_T), cuBLAS (F.linear) beyond."""
+    if env is None:
+        monkeypatch.delenv("MOELAB_DENSE_MAX_T", raising=False)
+    else:
+        monkeypatch.setenv("MOELAB_DENSE_MAX_T", env)
+    calls = []
+    monkeypatch.setattr(linear_ops, "_linear_kernel", lambda *a, **k: calls.append("moelab"))
+    monkeypatch.setattr(linear_ops.F, "linear", lambda *a, **k: calls.append("cublas"))
+    linear_ops.dense(torch.randn(T, 8), torch.randn(4, 8))
+    assert calls == ["moelab" if kernel else "cublas"]
+
+
+def test_dot_config():
+    """Qwen3-30B-A3B at T=8: 64-row tiles; qkv and o_proj split to ≥ 2 programs per SM of the H200, each split ≥ 4
+    chunks of 128; lm_head not split. Small N or K shrink the tile to what they need, never below 16."""
+    qkv, o, lm = dot_config(8, 5120, 2048), dot_config(8, 2048, 4096), dot_config(8, 151936, 2048)
+    assert (qkv["SPLIT_K"], o["SPLIT_K"], lm["SPLIT_K"]) == (4, 8, 1)
+    for c, (N, K) in ((qkv, (5120, 2048)), (o, (2048, 4096))):
+        assert c["BLOCK_N"] == 64 and c["BLOCK_K"] == 128 and c["DOT"]
+        assert -(-N // 64) * c["SPLIT_K"] >= 132 and K // 128 // c["SPLIT_K"] >= 4
+    tiny = dot_config(3, 5, 7, elem_bytes=4)
+    assert tiny["BLOCK_N"] == 16 and tiny["BLOCK_K"] == 16
+    assert linear_config(8, 5120, 2048, dot=True) == qkv
+
+
 def test_registered_kernel_is_this_kernel():
     assert ops.get("linear", "moelab") is linear
     assert ops.get("linear", "eager") is linear_reference
@@ -220,6 +357,21 @@ def test_gpu_bf16_real_shapes(name, close):
                 got = linear(x, w, out=poisoned(T, N, x.dtype), **kw)
                 close(got, ref, tol=1e-2)  # one bf16 rounding of an fp32 sum in another order: ~4e-3
             assert torch.equal(linear(x, w), linear(x, w))
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU: the tensor-core form in bf16 (the interpreter has no bf16 dot)")
+@pytest.mark.parametrize("name", [*GPU_SHAPES, "lm_head"])
+def test_gpu_bf16_dot_real_shapes(name, close):
+    N, K = GPU_SHAPES.get(name, (151936, 2048))
+    for T in ([8, 64] if name == "lm_head" else [4, 8, 16, 32, 64]):
+        for seed in range(2 if name == "lm_head" else 5):
+            x, w, _ = make(T, N, K, torch.bfloat16, seed=seed)
+            ref = linear_reference(x, w)
+            for kw in ({}, {"use_pdl": True}):
+                got = linear(x, w, out=poisoned(T, N, x.dtype), config=dict(DOT=True), **kw)
+                close(got, ref, tol=1e-2)
+            cfg = dict(DOT=True, SPLIT_K=2)
+            assert torch.equal(linear(x, w, config=cfg), linear(x, w, config=cfg))
 
 
 # ------------------------------------------------------------------------------------------ sm_90 compile
@@ -280,3 +432,18 @@ def test_compiles_for_sm90_split_k_and_pdl(sm90):
     assert ptx.index("griddepcontrol.launch_dependents") > wait
     before = re.findall(r"ld\.global\S*", ptx[:wait])
     assert before and all("evict_first" in ld for ld in before), before
+
+
+def test_compiles_for_sm90_dot(sm90):
+    """The tensor-core form at T=8 (qkv's dot_config, PDL): the products are warpgroup MMAs of 16 tokens, the weight
+    and x reach them through cp.async copies that Triton pipelines (several commit groups in flight), and nothing is
+    loaded from global memory before griddepcontrol.wait."""
+    job = sm90["linear_dot"]
+    assert "error" not in job, job.get("error")
+    ptx = job["ptx"]
+    assert re.search(r"wgmma\.mma_async\S*\.m64n16k16\.f32\.bf16\.bf16", ptx) or re.search(r"mma\.sync\S*bf16", ptx)
+    assert len(re.findall(r"cp\.async\.commit_group", ptx)) >= 2
+    wait = ptx.index("griddepcontrol.wait")
+    assert not re.findall(r"(ld\.global|cp\.async\.\S*global)", ptx[:wait])
+    assert ptx.index("griddepcontrol.launch_dependents") > wait
+    assert re.search(r"atom\S*acq_rel\S*add", ptx)  # split-K: the last arriver's counter

@@ -230,6 +230,17 @@ def test_empty_and_errors():
         fused_moe(x, w13[:, :31], w2, w, ids)
 
 
+@pytest.mark.skipif(CUDA, reason="the interpreter's refusal: on a GPU bf16 tensor-core paths run (tested there)")
+def test_bf16_tensor_core_paths_refused_under_the_interpreter():
+    """The interpreter returns garbage for a bf16 tl.dot (off by ~1e10): the paths on tensor cores say so instead of
+    answering; the pair kernel (no tl.dot) still runs bf16 on the CPU."""
+    x, w13, w2, w, ids, _ = make(8, 8, 64, 32, 2, torch.bfloat16)
+    for path in ("decode", "grouped"):
+        with pytest.raises(ValueError, match=r"fused_moe \((census|grouped) path\): a bfloat16 tl.dot cannot run under"):
+            fused_moe(x, w13, w2, w, ids, path=path)
+    assert rel(fused_moe(x, w13, w2, w, ids, path="pairs"), fused_moe_reference(x, w13, w2, w, ids)) < 2e-2
+
+
 def test_bad_id_poisons_row_when_unchecked():
     """With the host check off (as under graph capture), a bad id gives NaN for its token, never a quiet answer."""
     for path in ("pairs", "decode"):

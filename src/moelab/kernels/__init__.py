@@ -6,8 +6,15 @@ import os
 import torch
 
 
-def dot_precision(dtype: torch.dtype) -> str:
-    """`input_precision` for tl.dot: fp32 tasks get true fp32 products (Triton's fp32 default is tf32)."""
+def dot_precision(dtype: torch.dtype, op: str) -> str:
+    """`input_precision` for tl.dot: fp32 tasks get true fp32 products (Triton's fp32 default is tf32).
+
+    Every launcher of a kernel with a tl.dot asks here, so a bf16 dot under the Triton interpreter is refused:
+    the interpreter returns garbage for it (a 16×16 bf16 product was off by 3e10 with Triton 3.9, 2026-12-01), a
+    wrong answer that no error would report."""
+    if dtype == torch.bfloat16 and interpreting():
+        raise ValueError(f"{op}: a bfloat16 tl.dot cannot run under the Triton interpreter (TRITON_INTERPRET=1: it "
+                         "returns garbage); run bfloat16 on a GPU, or float16/float32 on the CPU")
     return "ieee" if dtype == torch.float32 else "tf32"
 
 

@@ -1,4 +1,4 @@
-"""Decode GEMV: y[T, N] = x[T, K] @ weight[N, K]ᵀ (+ bias[N]) for 1 ≤ T ≤ 16, fp32 accumulation (Triton).
+"""Decode GEMV: y[T, N] = x[T, K] @ weight[N, K]ᵀ (+ bias[N]) for 1 ≤ T ≤ 64, fp32 accumulation (Triton).
 
 Napkin math per call (element size e bytes):
   bytes = N·K·e (weight) + T·K·e (x) + T·N·e (y)      FLOPs = 2·T·N·K
@@ -31,6 +31,14 @@ Design (one launch; every weight byte is read exactly once, by the one program t
   * WHOLE_K (each split's K range is one chunk; with use_pdl at T ≤ 2 `linear_config` picks it when a program's
     slice fits 32 KB): no loop and no second buffer, so the whole slice is requested before `gdc_wait` and streams
     while the kernels before it run (`kernels.chain_pdl`). o_proj T=1: 4 rows × 4096, 96 registers, one wave.
+The tensor-core form (`_linear_dot_kernel`, from `dot_min_t()` tokens; above GEMV_MAX_T the only one):
+  * the GEMV's loop costs ~2 FP32 instructions per weight element per token, ~475 per thread per 32-byte chunk row
+    pair at T=8 in the sm_90 SASS: at 4.6 TB/s that asks ~6.8e13 thread-instructions/s of SMs that issue ~3.3e13.
+    So from T≈4-8 the GEMV is bound by instruction issue, not bytes;
+  * the same tiles on tensor cores: acc[BLOCK_N, T_PAD] += W[rows, chunk] · x[:, chunk]ᵀ, tokens padded with zeros
+    to T_PAD ≥ 16 (the MMA's N). The MMA work is 2·T_PAD·N·K FLOPs, at T_PAD=16 16 FLOP per weight byte: ~75
+    TFLOP/s at the read bandwidth, a tenth of the bf16 rate. Triton pipelines the loads that feed the dot
+    (num_stages chunks in flight through shared memory); the same split-K epilogue as the GEMV.
 Nothing assumes a warp of 32 threads: the layouts are Triton's, sized from num_warps (linear_config counts 32
 lanes when it sizes BLOCK_K, a performance choice only: any warp size computes the same result).
 """
@@ -38,15 +46,23 @@ lanes when it sizes BLOCK_K, a performance choice only: any warp size computes t
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import CHAIN_MAX_T, cdiv, counters, interpreting, next_pow2
+from moelab.kernels import CHAIN_MAX_T, cdiv, counters, dot_precision, interpreting, next_pow2
 from moelab.kernels.attention import sm_count
 
-LINEAR_MAX_T = 16  # decode sizes; a larger T belongs to a tensor-core GEMM (cuBLAS), not to a GEMV
+LINEAR_MAX_T = 64  # decode sizes; a larger T belongs to a GEMM (cuBLAS)
+GEMV_MAX_T = 16  # the GEMV holds [T, BLOCK_N, vectors] accumulators in registers: beyond, only the tensor-core kernel
+# From this T on, `linear` runs the tensor-core kernel. The GEMV's sm_90 loop at T=8 (ptxas + nvdisasm, Triton 3.9,
+# 2026-12-01) is ~475 instructions per thread per 32 bytes of weight: at 4.6 TB/s that is ~2× the SMs' issue rate,
+# so the GEMV cannot stream at the floor there (batch 8's trace, trace-decode-…T131950: 19 µs per projection on
+# average, lm_head included, against ~4 µs floors). The tensor-core kernel is not yet measured on a GPU, so the
+# shipped threshold keeps the GEMV up to 16 tokens (what every record so far ran); A/B: MOELAB_LINEAR_DOT_MIN_T.
+DOT_MIN_T = GEMV_MAX_T + 1
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
@@ -60,6 +76,17 @@ def _accumulate(acc, w_chunk, x_ptr, s_xt, kk, kmask, offs_t, T: tl.constexpr, B
         r = tl.sum(tl.reshape(w * xt[None, :], (BLOCK_N, KV, VEC)), axis=2)  # in-thread: one vector each
         acc = tl.where((offs_t == t)[:, None, None], acc + r[None, :, :], acc)  # t is per-register: folded
     return acc
+
+
+@triton.jit
+def _program_tile(N, K, K_CHUNKS, T_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """This program's rows (row block program_id(0)) and K range (split program_id(1)), for both kernels."""
+    pid_n = tl.program_id(0)
+    split = tl.program_id(1)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    k_begin = split * (K_CHUNKS * BLOCK_K)
+    k_end = tl.minimum(K, k_begin + K_CHUNKS * BLOCK_K)
+    return pid_n, split, offs_n, offs_n < N, tl.arange(0, BLOCK_K), tl.arange(0, T_PAD), k_begin, k_end
 
 
 @triton.jit
@@ -77,15 +104,7 @@ def _linear_kernel(
     WHOLE_K: tl.constexpr,  # each split's K range is one BLOCK_K chunk: all of it is requested before gdc_wait
 ):
     KV: tl.constexpr = BLOCK_K // VEC  # 16-byte vectors per chunk row
-    pid_n = tl.program_id(0)
-    split = tl.program_id(1)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    nmask = offs_n < N
-    offs_k = tl.arange(0, BLOCK_K)
-    offs_t = tl.arange(0, T_PAD)
-
-    k_begin = split * (K_CHUNKS * BLOCK_K)
-    k_end = tl.minimum(K, k_begin + K_CHUNKS * BLOCK_K)
+    pid_n, split, offs_n, nmask, offs_k, offs_t, k_begin, k_end = _program_tile(N, K, K_CHUNKS, T_PAD, BLOCK_N, BLOCK_K)
     # int64 rows: N·K passes 2³¹ for a large vocabulary × hidden.
     w_ptrs = w_ptr + offs_n.to(tl.int64)[:, None] * s_wn + (k_begin + offs_k)[None, :]
     w_cur = tl.load(w_ptrs, mask=nmask[:, None] & ((k_begin + offs_k) < k_end)[None, :], other=0.0,
@@ -114,6 +133,14 @@ def _linear_kernel(
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
 
+    _store_rows(y, offs_t, offs_n, nmask, b_ptr, out_ptr, part_ptr, cnt_ptr, pid_n, split, N, s_ot, T, SPLIT_K, HAS_BIAS)
+
+
+@triton.jit
+def _store_rows(y, offs_t, offs_n, nmask, b_ptr, out_ptr, part_ptr, cnt_ptr, pid_n, split, N, s_ot,
+                T: tl.constexpr, SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """The epilogue of both kernels: y [T_PAD, BLOCK_N] (fp32, this program's K range) → out, through the split-K
+    partials and the last arriver's ordered sum when SPLIT_K > 1; the bias is added once, by whoever writes out."""
     omask = (offs_t < T)[:, None] & nmask[None, :]
     if SPLIT_K > 1:
         tl.store(part_ptr + (split * T + offs_t[:, None]) * N + offs_n[None, :], y, mask=omask)
@@ -122,7 +149,7 @@ def _linear_kernel(
         if arrived == SPLIT_K - 1:
             # The last of the row block. Its acquire orders the other programs' partials before these loads (the
             # result decides this branch, so Triton keeps the atomic); .cg reads them from L2, not a stale L1.
-            y = tl.zeros((T_PAD, BLOCK_N), dtype=tl.float32)
+            y = tl.zeros_like(y)
             for s in tl.static_range(SPLIT_K):  # split order, whoever came last: bitwise deterministic
                 y += tl.load(part_ptr + (s * T + offs_t[:, None]) * N + offs_n[None, :], mask=omask, other=0.0,
                              cache_modifier=".cg")
@@ -136,13 +163,48 @@ def _linear_kernel(
         tl.store(out_ptr + offs_t[:, None] * s_ot + offs_n[None, :], y.to(out_ptr.dtype.element_ty), mask=omask)
 
 
+@triton.jit
+def _linear_dot_kernel(
+    x_ptr, w_ptr, b_ptr, out_ptr, part_ptr, cnt_ptr,  # as _linear_kernel
+    N, K, K_CHUNKS,
+    s_xt, s_wn, s_ot,
+    T: tl.constexpr, T_PAD: tl.constexpr,  # T_PAD ≥ 16: the tensor-core tile's N
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, USE_PDL: tl.constexpr, PREC: tl.constexpr,
+):
+    """The tensor-core form: acc[BLOCK_N, T_PAD] += W[rows, chunk] · x[:, chunk]ᵀ (tl.dot, fp32 accumulation), tokens
+    padded to T_PAD with zeros. Triton pipelines the loads that feed the dot (num_stages chunks in flight, through
+    shared memory), so this loop is loads and MMAs; the GEMV's loop spends ~2 FP32 instructions per weight element
+    per token, which from T≈8 outruns the SMs' issue rate before the memory system saturates (module docstring)."""
+    pid_n, split, offs_n, nmask, offs_k, offs_t, k_begin, k_end = _program_tile(N, K, K_CHUNKS, T_PAD, BLOCK_N, BLOCK_K)
+    tmask = offs_t < T
+    w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * s_wn
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()  # the pipeliner issues the first chunks' loads before the loop: all after this
+    acc = tl.zeros((BLOCK_N, T_PAD), dtype=tl.float32)
+    for k0 in range(k_begin, k_end, BLOCK_K):
+        kk = k0 + offs_k
+        kmask = kk < k_end
+        w = tl.load(w_rows + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0,
+                    eviction_policy="evict_first")  # [BLOCK_N, BLOCK_K], read once
+        xt = tl.load(x_ptr + offs_t[None, :] * s_xt + kk[:, None], mask=tmask[None, :] & kmask[:, None],
+                     other=0.0)  # [BLOCK_K, T_PAD]: tiny, from L2
+        acc = tl.dot(w, xt, acc, input_precision=PREC)
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+    _store_rows(tl.trans(acc), offs_t, offs_n, nmask, b_ptr, out_ptr, part_ptr, cnt_ptr, pid_n, split, N, s_ot,
+                T, SPLIT_K, HAS_BIAS)
+
+
 @functools.cache
 def _major(device: torch.device) -> int:
     return torch.cuda.get_device_capability(device)[0]
 
 
-def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132, whole_k: bool = False) -> dict:
-    """Launch parameters for y[T, N] = x[T, K] @ W[N, K]ᵀ: BLOCK_N, BLOCK_K, SPLIT_K, num_warps.
+def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132, whole_k: bool = False,
+                  dot: bool = False) -> dict:
+    """Launch parameters for y[T, N] = x[T, K] @ W[N, K]ᵀ: DOT, BLOCK_N, BLOCK_K, SPLIT_K, num_warps (num_stages too
+    with DOT). dot: the tensor-core kernel (`dot_config`); otherwise the GEMV, as follows.
 
     A FIRST GUESS, nothing measured yet: to be swept on the H200 (`benchmarks/bench_linear.py --sweep`).
     The reasoning, from the sm_90 compile (ptxas registers via cuobjdump, Triton 3.9, 2026-12-01), not from timings:
@@ -161,6 +223,8 @@ def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132
     whole_k (a PDL launch, T ≤ CHAIN_MAX_T): one chunk of the whole K per program, as many rows as fill 32 KB
     (qkv 8 × 2048, o_proj 4 × 4096; measured in the chained step, docs/worklog.md session 6), when K allows.
     """
+    if dot:
+        return dot_config(T, N, K, elem_bytes=elem_bytes, sms=sms)
     vec = 16 // elem_bytes
     num_warps = 4
     block_k = min(32 * vec * num_warps, max(vec, next_pow2(K)))
@@ -173,12 +237,39 @@ def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132
         # As many rows as fill the 32 KB: qkv (K=2048) 8 rows, 640 programs of 80 registers, one wave; batch 1 took
         # 2.427 against 2.462 ms per token with 4 rows (ab-chain-…T171127).
         block_n = max(block_n, min(16, 32 * 1024 // (next_pow2(K) * elem_bytes)))
-        return dict(BLOCK_N=block_n, BLOCK_K=next_pow2(K), SPLIT_K=1, num_warps=num_warps)
+        return dict(DOT=False, BLOCK_N=block_n, BLOCK_K=next_pow2(K), SPLIT_K=1, num_warps=num_warps)
     n_blk, chunks = cdiv(N, block_n), cdiv(K, block_k)
     split = 1
     while split < 16 and 2 * n_blk * split <= 4 * sms and chunks >= 4 * split:
         split *= 2
-    return dict(BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split, num_warps=num_warps)
+    return dict(DOT=False, BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split, num_warps=num_warps)
+
+
+def dot_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132) -> dict:
+    """Launch parameters of the tensor-core kernel. A FIRST GUESS from the napkin math, unmeasured (to be swept with
+    `benchmarks/bench_linear.py --sweep`): tiles of 64 weight rows (one warpgroup's MMA height) × 128 columns
+    (16 KB bf16 per stage), 4 stages, so about three 16 KB chunks per program in flight and two or three programs
+    per SM; SPLIT_K doubles until the grid has ≥ 2 programs per SM while each split keeps ≥ 4 chunks for the
+    pipeline. Qwen3-30B-A3B at T=8: qkv 80 row blocks × 4 splits, o_proj 32 × 8, lm_head 2374 × 1."""
+    block_n = min(64, max(16, next_pow2(N)))
+    block_k = min(128 if elem_bytes <= 2 else 64, max(16, next_pow2(K)))
+    n_blk, chunks = cdiv(N, block_n), cdiv(K, block_k)
+    split = 1
+    while split < 16 and n_blk * split < 2 * sms and chunks >= 8 * split:
+        split *= 2
+    return dict(DOT=True, BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split, num_warps=4, num_stages=4)
+
+
+def dot_min_t() -> int:
+    """The smallest T that `linear` runs on tensor cores: DOT_MIN_T, or $MOELAB_LINEAR_DOT_MIN_T (read at every launch,
+    so `benchmarks/ab_chain.py` can A/B it in the engine's captured graph); never above GEMV_MAX_T + 1."""
+    v = os.environ.get("MOELAB_LINEAR_DOT_MIN_T")
+    if v is None:
+        return DOT_MIN_T
+    try:
+        return min(int(v), GEMV_MAX_T + 1)
+    except ValueError:
+        raise ValueError(f"MOELAB_LINEAR_DOT_MIN_T must be an integer, not {v!r}") from None
 
 
 def _pow2(v) -> bool:
@@ -196,10 +287,12 @@ def linear(
 ) -> torch.Tensor:
     """y[T, N] = x[T, K] @ weight[N, K]ᵀ (+ bias[N]) with fp32 accumulation, y in x's dtype. One launch.
 
-    For decode sizes only: 1 ≤ T ≤ LINEAR_MAX_T (16); T = 0 (or N = 0) returns an empty output without a launch.
+    For decode sizes only: 1 ≤ T ≤ LINEAR_MAX_T (64); T = 0 (or N = 0) returns an empty output without a launch.
+    Below `dot_min_t()` tokens (≤ GEMV_MAX_T) it runs the GEMV, from there the tensor-core kernel (`config`'s DOT
+    forces either; the GEMV only up to GEMV_MAX_T).
     x, weight, bias and out share one dtype (float16, bfloat16 or float32) and one device; x, weight and out may
     have any row stride but a contiguous last dim; bias is contiguous. `out` [T, N] may be given (not overlapping x).
-    `config` overrides `linear_config`'s keys (BLOCK_N, BLOCK_K, SPLIT_K, num_warps). `use_pdl` launches with
+    `config` overrides `linear_config`'s keys (DOT, BLOCK_N, BLOCK_K, SPLIT_K, num_warps; num_stages with DOT). `use_pdl` launches with
     programmatic dependent launch (Hopper+; refused under the Triton interpreter, which cannot run it); at T ≤ 2 it
     also picks the whole-slice tiling (`linear_config(whole_k=True)`).
     A split-K launch (SPLIT_K > 1) uses per-device counters: inside a CUDA graph capture it needs one earlier
@@ -221,7 +314,7 @@ def linear(
     if weight.device != x.device:
         raise ValueError(f"linear: weight is on {weight.device}, x on {x.device}")
     if T > LINEAR_MAX_T:
-        raise ValueError(f"linear: T={T} tokens is more than LINEAR_MAX_T={LINEAR_MAX_T} (a decode GEMV); "
+        raise ValueError(f"linear: T={T} tokens is more than LINEAR_MAX_T={LINEAR_MAX_T} (decode sizes); "
                          f"use a GEMM (torch.nn.functional.linear) for larger T")
     if K == 0:
         raise ValueError("linear: K (x.shape[1]) is 0: nothing to reduce")
@@ -257,17 +350,25 @@ def linear(
         return out
 
     elem = x.element_size()
-    cfg = linear_config(T, N, K, elem_bytes=elem, sms=sm_count(x.device), whole_k=bool(use_pdl))
-    unknown = set(config or {}) - set(cfg)
+    config = config or {}
+    dot = config.get("DOT", T >= dot_min_t())
+    if not isinstance(dot, bool):
+        raise ValueError(f"linear: config DOT must be True or False, not {dot!r}")
+    if not dot and T > GEMV_MAX_T:
+        raise ValueError(f"linear: the GEMV (DOT=False) holds at most GEMV_MAX_T={GEMV_MAX_T} tokens, not {T}")
+    cfg = linear_config(T, N, K, elem_bytes=elem, sms=sm_count(x.device), whole_k=bool(use_pdl), dot=dot)
+    unknown = set(config) - set(cfg)
     if unknown:
         raise ValueError(f"linear: unknown config keys {sorted(unknown)}; known: {sorted(cfg)}")
-    cfg.update(config or {})
+    cfg.update(config)
     vec = 16 // elem
     block_n, block_k, split, num_warps = cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["SPLIT_K"], cfg["num_warps"]
-    if not (_pow2(block_n) and _pow2(block_k) and block_k >= vec and _pow2(num_warps) and num_warps <= 8
-            and isinstance(split, int) and split >= 1):
-        raise ValueError(f"linear: bad config {cfg}: BLOCK_N, BLOCK_K (≥ {vec}) and num_warps (≤ 8) must be powers "
-                         f"of two, SPLIT_K ≥ 1")
+    low = 16 if dot else vec  # a tensor-core tile is at least 16 on each side
+    if not (_pow2(block_n) and block_n >= (16 if dot else 1) and _pow2(block_k) and block_k >= low
+            and _pow2(num_warps) and num_warps <= 8 and isinstance(split, int) and split >= 1
+            and (not dot or (isinstance(cfg["num_stages"], int) and cfg["num_stages"] >= 1))):
+        raise ValueError(f"linear: bad config {cfg}: BLOCK_N (≥ {16 if dot else 1}), BLOCK_K (≥ {low}) and num_warps "
+                         f"(≤ 8) must be powers of two, SPLIT_K ≥ 1" + (", num_stages ≥ 1" if dot else ""))
     n_blk, chunks = cdiv(N, block_n), cdiv(K, block_k)
     k_chunks = cdiv(chunks, min(split, chunks))
     split = cdiv(chunks, k_chunks)  # no empty split
@@ -277,11 +378,17 @@ def linear(
     else:
         part, cnt = out, out  # unused when SPLIT_K == 1: any valid pointer will do
     launch = {"launch_pdl": True} if use_pdl else {}
+    args = (x, weight, bias if bias is not None else x, out, part, cnt, N, K, k_chunks,
+            x.stride(0), weight.stride(0), out.stride(0))
+    if dot:
+        _linear_dot_kernel[(n_blk, split)](
+            *args, T=T, T_PAD=max(16, next_pow2(T)), BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split,
+            HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), PREC=dot_precision(x.dtype, "linear (DOT)"), num_warps=num_warps,
+            num_stages=cfg["num_stages"], **launch,
+        )
+        return out
     _linear_kernel[(n_blk, split)](
-        x, weight, bias if bias is not None else x, out, part, cnt,
-        N, K, k_chunks,
-        x.stride(0), weight.stride(0), out.stride(0),
-        T=T, T_PAD=next_pow2(T), BLOCK_N=block_n, BLOCK_K=block_k, VEC=vec, SPLIT_K=split,
+        *args, T=T, T_PAD=next_pow2(T), BLOCK_N=block_n, BLOCK_K=block_k, VEC=vec, SPLIT_K=split,
         HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), WHOLE_K=k_chunks == 1, num_warps=num_warps, **launch,
     )
     return out

@@ -291,7 +291,8 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         K=k, K_PAD=next_pow2(k), P_PAD=next_pow2(T * k),
         E_PAD=next_pow2(E), S_MAX=s_max, S_PAD=next_pow2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
-        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, PREC=_prec(x.dtype),
+        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None,
+        PREC=_prec(x.dtype, "fused_moe (census path)") if cfg["BLOCK_T"] >= 16 else "tf32",  # 1 token: no tl.dot
         num_warps=num_warps, **cfg,
     )
     return out

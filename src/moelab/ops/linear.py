@@ -2,10 +2,12 @@
 
 `y = x @ weightᵀ + bias` as `torch.nn.Linear` computes it, with the product accumulated in fp32 and rounded
 once to the activation dtype (what cuBLAS does for bf16/fp16 GEMMs with an fp32 compute type). moelab's
-kernel (`moelab.kernels.linear`) covers decode sizes, 1 ≤ T ≤ 16 tokens.
+kernel (`moelab.kernels.linear`) covers decode sizes, 1 ≤ T ≤ 64 tokens.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import torch.nn.functional as F
@@ -29,16 +31,31 @@ ops.register(
     "linear",
     linear_reference,
     _linear_kernel,
-    doc="y = x @ Wᵀ (+ b), fp32 accumulation, one rounding; moelab's kernel is a decode GEMV (T ≤ 16).",
+    doc="y = x @ Wᵀ (+ b), fp32 accumulation, one rounding; moelab's kernel is for decode sizes (T ≤ 64).",
 )
+
+# The engine's dense projections use moelab's kernel up to this many tokens and cuBLAS beyond. Every record so far ran
+# the GEMV up to 16 and cuBLAS above (batch 32); whether the tensor-core kernel beats cuBLAS at 17-64 tokens is
+# unmeasured, so the shipped value keeps that. A/B: $MOELAB_DENSE_MAX_T (read at each call; capped at LINEAR_MAX_T).
+DENSE_MAX_T = 16
+
+
+def dense_max_t() -> int:
+    v = os.environ.get("MOELAB_DENSE_MAX_T")
+    if v is None:
+        return DENSE_MAX_T
+    try:
+        return min(int(v), LINEAR_MAX_T)
+    except ValueError:
+        raise ValueError(f"MOELAB_DENSE_MAX_T must be an integer, not {v!r}") from None
 
 
 def dense(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """A dense projection as moelab's engine runs it: the decode GEMV for x [T ≤ LINEAR_MAX_T, K] (launched with
+    """A dense projection as moelab's engine runs it: moelab's kernel for x [T ≤ dense_max_t(), K] (launched with
     programmatic dependent launch on Hopper, so its first weight tile — at T ≤ 2 its whole slice — streams while the
     kernels before it run), a cuBLAS GEMM for prefill sizes, where tensor cores and the weight's reuse across tokens
     win."""
-    if x.dim() == 2 and x.shape[0] <= LINEAR_MAX_T:
+    if x.dim() == 2 and x.shape[0] <= dense_max_t():
         return _linear_kernel(x, weight, bias, use_pdl=pdl_supported(x.device))
     return F.linear(x, weight, bias)
 
