@@ -229,10 +229,10 @@ case "${1:?stage A to G}" in
     run linear 200 python benchmarks/bench_linear.py --tokens 1,4,8,16,32,64 --no-compile
     run ab-b8 170 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,dot4=MOELAB_LINEAR_DOT_MIN_T:4,dot8=MOELAB_LINEAR_DOT_MIN_T:8
     ;;
-  AE) # batch 32: the engine's projections on the tensor-core linear instead of cuBLAS (MOELAB_DENSE_MAX_T=64); the
-      # grouped MoE path's tiles at T=32..256 with token tiles of 16-32 rows; traces of batch 8 and 1 with the
-      # per-place labels (qkv vs o, the two norms)
-    run ab-b32 170 python benchmarks/ab_chain.py --batch 32 --rounds 2 --new-tokens 64 --variants base,d64=MOELAB_DENSE_MAX_T:64
+  AE) # batch 32: the engine's projections on the tensor-core linear instead of cuBLAS (MOELAB_DENSE_MAX_T=64), the
+      # grouped path's grouping in one launch instead of ~13 (MOELAB_GROUP_FUSED); the grouped MoE path's tiles at
+      # T=32..256 with token tiles of 16-32 rows; traces of batch 8 and 1 with the per-place labels
+    run ab-b32 200 python benchmarks/ab_chain.py --batch 32 --rounds 2 --new-tokens 64 --variants base,d64=MOELAB_DENSE_MAX_T:64,g=MOELAB_GROUP_FUSED,both=MOELAB_DENSE_MAX_T:64+MOELAB_GROUP_FUSED
     run sweep-grouped 240 python benchmarks/sweep_moe.py --shapes "" --grouped 32,64,256 --samples 10
     run trace-b8 60 python benchmarks/trace_decode.py --batch 8 --ctx 1024
     run trace-b1 45 python benchmarks/trace_decode.py --batch 1 --ctx 1024

@@ -241,6 +241,41 @@ def test_bf16_tensor_core_paths_refused_under_the_interpreter():
     assert rel(fused_moe(x, w13, w2, w, ids, path="pairs"), fused_moe_reference(x, w13, w2, w, ids)) < 2e-2
 
 
+@pytest.mark.parametrize("T,E,k,bm", [(32, 128, 8, 64), (5, 8, 2, 16), (1, 4, 1, 16), (128, 256, 8, 32), (100, 60, 4, 64),
+                                     (64, 3, 8, 16), (3, 1, 1, 128)])
+def test_fused_grouping_equals_torch(T, E, k, bm):
+    """`_group_kernel` (one launch) gives the torch ops' arrays exactly: the stable order, starts, counts, tile
+    cumsum — with many pairs per expert (E=3), one expert, P not a multiple of its chunk, E not a power of two."""
+    from moelab.kernels.moe_grouped import group_pairs
+    g = torch.Generator().manual_seed(T * 7 + E)
+    ids = torch.randint(0, E, (T, k), generator=g, dtype=torch.int32).to(DEV)
+    for got, want in zip(group_pairs(ids, E, bm, fused=True), group_pairs(ids, E, bm, fused=False)):
+        assert torch.equal(got, want)
+
+
+def test_grouped_path_with_fused_grouping(monkeypatch):
+    """The whole grouped path with the one-launch grouping: bitwise the torch grouping's output, with or without a
+    shared expert; $MOELAB_GROUP_FUSED switches it on up to GROUP_FUSED_MAX_P pairs; a bad id (as under graph
+    capture, where the host check is off) turns its token into NaN and leaves every other row as it was."""
+    from moelab.kernels import moe_grouped as mg
+    dtype = fp32_or_half("grouped")
+    for sh in (None, (32, True)):
+        x, w13, w2, w, ids, shared = make(24, 16, 64, 32, 4, dtype, shared=sh, seed=3)
+        a = mg.moe_grouped(x, w13, w2, w, ids, shared, out=poisoned(24, 64, dtype), config=dict(GROUP_FUSED=False))
+        b = mg.moe_grouped(x, w13, w2, w, ids, shared, out=poisoned(24, 64, dtype), config=dict(GROUP_FUSED=True))
+        assert torch.equal(a, b)
+    bad = ids.clone()
+    bad[3, 1], bad[7, 0] = 16, -1
+    c = mg.moe_grouped(x, w13, w2, w, bad, shared, out=poisoned(24, 64, dtype), config=dict(GROUP_FUSED=True))
+    assert c.isnan().any(1).nonzero().flatten().tolist() == [3, 7]
+    keep = [t for t in range(24) if t not in (3, 7)]
+    assert torch.equal(c[keep], b[keep])
+    monkeypatch.delenv("MOELAB_GROUP_FUSED", raising=False)
+    assert not mg.group_fused(256)
+    monkeypatch.setenv("MOELAB_GROUP_FUSED", "1")
+    assert mg.group_fused(256) and mg.group_fused(mg.GROUP_FUSED_MAX_P) and not mg.group_fused(mg.GROUP_FUSED_MAX_P + 1)
+
+
 def test_bad_id_poisons_row_when_unchecked():
     """With the host check off (as under graph capture), a bad id gives NaN for its token, never a quiet answer."""
     for path in ("pairs", "decode"):
@@ -305,7 +340,8 @@ def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):
             assert rel(a, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
 
 
-@pytest.mark.parametrize("job", ["moe_pairs", "moe_t1", "moe_decode", "moe_gate_up", "moe_down", "route_grouped"])
+@pytest.mark.parametrize("job", ["moe_pairs", "moe_t1", "moe_decode", "moe_gate_up", "moe_down", "route_grouped",
+                                 "moe_group", "moe_sum_k"])
 def test_compiles_for_sm90(sm90, job):
     """The interpreter cannot see compile-only errors (a name bound in one branch of a runtime `if` passed it
     here and failed on the H200 once): every MoE kernel must also compile for sm_90 on the CPU."""
@@ -313,7 +349,7 @@ def test_compiles_for_sm90(sm90, job):
     ptx = sm90[job]["ptx"]
     if job in ("moe_gate_up", "moe_down"):
         assert "mma" in ptx  # tensor-core instructions, not FMA loops
-    if job.startswith("moe_") and job not in ("moe_gate_up", "moe_down"):
+    if job.startswith("moe_") and job not in ("moe_gate_up", "moe_down", "moe_group", "moe_sum_k"):
         assert "atom" in ptx or "red." in ptx  # the phase counters are real atomics
     if job in ("moe_pairs", "moe_t1", "moe_decode"):
         # Every phase-2 wait ends in an acquire that the compiler kept (Triton 3.6 deleted an unused one: the cause

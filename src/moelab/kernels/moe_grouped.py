@@ -4,9 +4,12 @@ Napkin math, Qwen3-30B-A3B prefill T=4096, k=8 (bf16):
     FLOPs = 2 · T·k · 3·H·I = 309 GFLOP; weights 128 · 9.44 MB = 1.2 GB; activations ~0.2 GB
     → compute-bound: floor ≈ 309 GFLOP / ~750 TFLOP/s ≈ 0.41 ms.
 Steps (no host synchronisation, so it can be graph-captured):
-  1. grouping on the device with torch's sort (stable argsort of the T·k expert ids), bincount and
-     cumsum: each expert's pairs are contiguous; tiles of BLOCK_M pairs never straddle two experts;
-     the grid is sized by the worst case (P/BLOCK_M + E tiles), surplus programs exit at once;
+  1. grouping on the device: a stable argsort of the T·k expert ids, the count per expert and its cumsums, so each
+     expert's pairs are contiguous; tiles of BLOCK_M pairs never straddle two experts; the grid is sized by the
+     worst case (P/BLOCK_M + E tiles), surplus programs exit at once. With torch ops that is about 13 small
+     launches (sort, casts, scatter_add, cumsums: counted with torch.profiler on the CPU), each ~2 µs of a
+     graph-replayed step at batch 32 (48 layers: ~1 ms of 17.9); `_group_kernel` does it in one launch of one
+     program (P ≤ GROUP_FUSED_MAX_P, behind $MOELAB_GROUP_FUSED until it is measured), with the same order;
   2. `_gate_up_kernel`: per (tile, block of I) gathers its tokens' rows of x, multiplies by the
      expert's gate and up rows on tensor cores, SiLU(gate)·up in the epilogue → act[sorted pair, I];
   3. `_down_kernel`: per (tile, block of H) act · w2[e]ᵀ, times the pair's routing weight → y[pair, H] fp32;
@@ -14,6 +17,8 @@ Steps (no host synchronisation, so it can be graph-captured):
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
@@ -34,6 +39,39 @@ def _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD: tl.constexp
     seg = tl.load(start_ptr + e)
     offs_m = (pid_m - prev) * BLOCK_M + tl.arange(0, BLOCK_M)
     return e, seg, offs_m, offs_m < tl.load(count_ptr + e)
+
+
+@triton.jit
+def _group_kernel(ids_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, P, E,
+                  BM: tl.constexpr, E_PAD: tl.constexpr, BLOCK_P: tl.constexpr):
+    """One program: count[e], start[e] (exclusive cumsum), cum_tiles[e] (inclusive cumsum of ⌈count/BM⌉) and
+    order[start[e] + j] = the j-th pair (in pair order) routed to e — a stable argsort, as torch.sort(stable=True).
+    Two passes over the P ids in chunks of BLOCK_P: a histogram, then each pair's place = start + pairs of its
+    expert in earlier chunks + earlier pairs of its expert in this chunk. An out-of-range id (possible only
+    under graph capture, where the host check is off) counts nowhere and is placed nowhere; `_sum_k_kernel`
+    poisons its token."""
+    offs_e = tl.arange(0, E_PAD)
+    emask = offs_e < E
+    offs_c = tl.arange(0, BLOCK_P)
+    count = tl.zeros((E_PAD,), dtype=tl.int32)
+    for p0 in range(0, P, BLOCK_P):
+        ids = tl.load(ids_ptr + p0 + offs_c, mask=p0 + offs_c < P, other=-1)
+        count += tl.sum((ids[:, None] == offs_e[None, :]).to(tl.int32), axis=0)
+    start = tl.cumsum(count, axis=0) - count
+    tl.store(count_ptr + offs_e, count, mask=emask)
+    tl.store(start_ptr + offs_e, start, mask=emask)
+    tl.store(cum_tiles_ptr + offs_e, tl.cumsum((count + BM - 1) // BM, axis=0), mask=emask)
+    seen = tl.zeros((E_PAD,), dtype=tl.int32)  # pairs of each expert in the chunks before this one
+    for p0 in range(0, P, BLOCK_P):
+        pmask = p0 + offs_c < P
+        ids = tl.load(ids_ptr + p0 + offs_c, mask=pmask, other=-1)
+        onehot = ids[:, None] == offs_e[None, :]  # [BLOCK_P, E_PAD]
+        base = tl.sum(tl.where(onehot, (start + seen)[None, :], 0), axis=1)
+        ids_q = tl.load(ids_ptr + p0 + offs_c, mask=pmask, other=-2)  # the same chunk, along the other axis
+        earlier = (ids[:, None] == ids_q[None, :]) & (offs_c[None, :] < offs_c[:, None])
+        rank = tl.sum(earlier.to(tl.int32), axis=1)
+        tl.store(order_ptr + base + rank, p0 + offs_c, mask=pmask & (ids >= 0) & (ids < E))
+        seen += tl.sum(onehot.to(tl.int32), axis=0)
 
 
 @triton.jit
@@ -99,8 +137,10 @@ def _down_kernel(
 
 
 @triton.jit
-def _sum_k_kernel(y_ptr, extra_ptr, out_ptr, H, s_ot, K_TOP: tl.constexpr, HAS_EXTRA: tl.constexpr,
-                  BLOCK: tl.constexpr):
+def _sum_k_kernel(y_ptr, extra_ptr, ids_ptr, out_ptr, H, E, s_ot, K_TOP: tl.constexpr, K_PAD: tl.constexpr,
+                  HAS_EXTRA: tl.constexpr, BLOCK: tl.constexpr):
+    """out[t] = Σ_j y[t·k + j] (+ the shared expert's row) in a fixed order; NaN for a token with an out-of-range id
+    (graph capture skips the host check; its pair's y row was never written)."""
     t = tl.program_id(0)
     offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     m = offs < H
@@ -109,6 +149,10 @@ def _sum_k_kernel(y_ptr, extra_ptr, out_ptr, H, s_ot, K_TOP: tl.constexpr, HAS_E
         acc += tl.load(y_ptr + (t * K_TOP + j).to(tl.int64) * H + offs, mask=m, other=0.0)
     if HAS_EXTRA:
         acc += tl.load(extra_ptr + t.to(tl.int64) * H + offs, mask=m, other=0.0)
+    offs_j = tl.arange(0, K_PAD)
+    ids = tl.load(ids_ptr + t * K_TOP + offs_j, mask=offs_j < K_TOP, other=0)
+    bad = tl.max(((ids < 0) | (ids >= E)).to(tl.int32), axis=0) > 0
+    acc = tl.where(bad, float("nan"), acc)
     tl.store(out_ptr + t * s_ot + offs, acc.to(out_ptr.dtype.element_ty), mask=m)
 
 
@@ -121,6 +165,36 @@ def grouped_config(P: int, H: int, I: int) -> dict:
     return dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3)
 
 
+GROUP_FUSED_MAX_P = 1024  # one program loops over the pairs twice: at P=1024 (T=128, k=8) 2 × 16 chunks of 64
+
+
+def group_fused(P: int) -> bool:
+    """Whether the grouping runs as `_group_kernel` (one launch) rather than torch ops: $MOELAB_GROUP_FUSED=1 and
+    P ≤ GROUP_FUSED_MAX_P. Off by default until the H200 measures it (benchmarks/gpu_session.sh AE)."""
+    return os.environ.get("MOELAB_GROUP_FUSED", "0") not in ("", "0") and P <= GROUP_FUSED_MAX_P
+
+
+def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool):
+    """(order, start, count, cum_tiles), int32: the (token, slot) pairs of ids [T, k] sorted by expert, stably;
+    where each expert's pairs start in that order and how many; the inclusive cumsum of its ⌈count/bm⌉ tiles."""
+    flat = ids.reshape(-1)
+    P = flat.numel()
+    if fused:
+        buf = torch.empty(P + 3 * E, dtype=torch.int32, device=ids.device)
+        order, start, count, cum_tiles = buf[:P], buf[P:P + E], buf[P + E:P + 2 * E], buf[P + 2 * E:]
+        e_pad = next_pow2(E)
+        _group_kernel[(1,)](flat, order, start, count, cum_tiles, P, E, BM=bm, E_PAD=e_pad,
+                            BLOCK_P=max(16, min(64, 8192 // e_pad)), num_warps=8)
+        return order, start, count, cum_tiles
+    flat = flat.to(torch.int64)
+    order = torch.sort(flat, stable=True).indices.to(torch.int32)  # pairs grouped by expert, token order kept
+    # scatter_add, not bincount: bincount syncs with the host to size its output (no graph capture).
+    count = torch.zeros(E, dtype=torch.int32, device=ids.device).scatter_add_(0, flat, torch.ones_like(flat, dtype=torch.int32))
+    start = (torch.cumsum(count, 0) - count).to(torch.int32)
+    cum_tiles = torch.cumsum((count + bm - 1) // bm, 0).to(torch.int32)
+    return order, start, count, cum_tiles
+
+
 def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     """y[T·k, H] fp32: each (token, slot) pair's weighted expert output."""
     T, H = x.shape
@@ -128,15 +202,10 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     I = I2 // 2
     k = ids.shape[1]
     P = T * k
-    flat = ids.reshape(-1).to(torch.int64)
-    order = torch.sort(flat, stable=True).indices.to(torch.int32)  # pairs grouped by expert, token order kept
-    # scatter_add, not bincount: bincount syncs with the host to size its output (no graph capture).
-    count = torch.zeros(E, dtype=torch.int32, device=x.device).scatter_add_(0, flat, torch.ones_like(flat, dtype=torch.int32))
-    start = (torch.cumsum(count, 0) - count).to(torch.int32)
+    bm = cfg.get("BLOCK_M", 64)
+    order, start, count, cum_tiles = group_pairs(ids, E, bm, fused=cfg.get("GROUP_FUSED", group_fused(P)))
     if cfg.get("GEMM", "triton") == "grouped_mm":
         return _experts_pass_grouped_mm(x, w13, w2, weights, order, count, k)
-    bm = cfg["BLOCK_M"]
-    cum_tiles = torch.cumsum((count + bm - 1) // bm, 0).to(torch.int32)
     max_tiles = cdiv(P, bm) + E
     act = torch.empty(P, I, dtype=x.dtype, device=x.device)
     y = torch.empty(P, H, dtype=torch.float32, device=x.device)
@@ -175,6 +244,7 @@ def moe_grouped(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, co
     """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]."""
     T, H = x.shape
     k = topk_ids.shape[1]
+    topk_ids = topk_ids.contiguous()  # _group_kernel and _sum_k_kernel index it as [T, k] rows
     cfg = dict(grouped_config(T * k, H, w2.shape[2]), **(config or {}))
     y = _experts_pass(x, w13, w2, topk_weights, topk_ids, cfg)
     extra = None
@@ -185,6 +255,7 @@ def moe_grouped(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, co
                 else torch.ones(T, 1, dtype=torch.float32, device=x.device))
         extra = _experts_pass(x, sw13[None], sw2[None], gate, torch.zeros(T, 1, dtype=torch.int32, device=x.device), cfg)
     BLOCK = 1024
-    _sum_k_kernel[(T, cdiv(H, BLOCK))](y, extra if extra is not None else y, out, H, out.stride(0),
-                                              K_TOP=k, HAS_EXTRA=extra is not None, BLOCK=BLOCK, num_warps=4)
+    _sum_k_kernel[(T, cdiv(H, BLOCK))](y, extra if extra is not None else y, topk_ids, out, H, w13.shape[0],
+                                       out.stride(0), K_TOP=k, K_PAD=next_pow2(k), HAS_EXTRA=extra is not None,
+                                       BLOCK=BLOCK, num_warps=4)
     return out
