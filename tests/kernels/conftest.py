@@ -189,7 +189,7 @@ SM90_JOBS = {
     "moe_group": ("moe_grouped", "_group_kernel",  # the grouping in one program (batch 32: P=256, E=128)
                   {"ids_ptr": "*i32", "order_ptr": "*i32", "start_ptr": "*i32", "count_ptr": "*i32",
                    "cum_tiles_ptr": "*i32"},
-                  {"BM": 64, "E_PAD": 128, "BLOCK_P": 64},
+                  {"BM": 64, "E_PAD": 128, "BLOCK_P": 32},
                   ["ids_ptr", "order_ptr"]),
     "moe_sum_k": ("moe_grouped", "_sum_k_kernel",
                   {"y_ptr": "*fp32", "extra_ptr": "*fp32", "ids_ptr": "*i32", "out_ptr": "*bf16"},

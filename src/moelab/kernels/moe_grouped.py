@@ -165,7 +165,7 @@ def grouped_config(P: int, H: int, I: int) -> dict:
     return dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3)
 
 
-GROUP_FUSED_MAX_P = 1024  # one program loops over the pairs twice: at P=1024 (T=128, k=8) 2 × 16 chunks of 64
+GROUP_FUSED_MAX_P = 1024  # one program loops over the pairs twice: at P=1024 (T=128, k=8) 2 × 32 chunks of 32
 
 
 def group_fused(P: int) -> bool:
@@ -184,7 +184,7 @@ def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool):
         order, start, count, cum_tiles = buf[:P], buf[P:P + E], buf[P + E:P + 2 * E], buf[P + 2 * E:]
         e_pad = next_pow2(E)
         _group_kernel[(1,)](flat, order, start, count, cum_tiles, P, E, BM=bm, E_PAD=e_pad,
-                            BLOCK_P=max(16, min(64, 8192 // e_pad)), num_warps=8)
+                            BLOCK_P=max(16, min(32, 8192 // e_pad)), num_warps=8)
         return order, start, count, cum_tiles
     flat = flat.to(torch.int64)
     order = torch.sort(flat, stable=True).indices.to(torch.int32)  # pairs grouped by expert, token order kept
