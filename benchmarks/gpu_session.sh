@@ -238,12 +238,10 @@ case "${1:?stage A to G}" in
     run trace-b8 60 python benchmarks/trace_decode.py --batch 8 --ctx 1024
     run trace-b1 45 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     ;;
-  AF) # the two norms inside the next launch, one kernel fewer each per layer: the post-attention norm in the router
-      # (norm_router, MOELAB_NORM_ROUTER, batch 1), the input norm in the qkv GEMV (norm_linear, MOELAB_NORM_QKV);
-      # their GPU tests first (the Σh² order differs from add_rmsnorm's: tolerance, not bits)
-    run gpu-tests 120 python -m pytest tests/kernels/test_router.py tests/kernels/test_linear.py tests/engine/test_generate.py -k "norm or match_transformers" -q -p no:cacheprovider --tb=short -rf
-    run ab-b1 220 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,nr=MOELAB_NORM_ROUTER,nq=MOELAB_NORM_QKV,both=MOELAB_NORM_ROUTER+MOELAB_NORM_QKV
-    run ab-b8 120 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,nq=MOELAB_NORM_QKV
+  AF) # batch 1: the post-attention norm inside the router's launch (norm_router, MOELAB_NORM_ROUTER), one kernel
+      # fewer per layer; its GPU tests first (the Σh² order differs from add_rmsnorm's: tolerance, not bits)
+    run gpu-tests 100 python -m pytest tests/kernels/test_router.py tests/engine/test_generate.py -k "norm or match_transformers" -q -p no:cacheprovider --tb=short -rf
+    run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,nr=MOELAB_NORM_ROUTER
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

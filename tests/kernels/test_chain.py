@@ -143,22 +143,3 @@ def test_linear_takes_the_one_chunk_path_exactly_when_a_split_is_one_chunk(monke
     linear.linear(torch.randn(1, K), torch.randn(8, K), config=dict(BLOCK_K=block_k))
     (kw,) = rec.calls
     assert kw["WHOLE_K"] is whole and not kw["USE_PDL"] and "launch_pdl" not in kw
-
-
-@pytest.mark.parametrize("T", [1, 2, 8])
-@pytest.mark.parametrize("split", [1, 4])
-def test_norm_inside_the_gemv_keeps_its_tiling(monkeypatch, T, split):
-    """norm_linear launches the GEMV as linear would for the same shapes (the same tiles, the same one-chunk choice),
-    with the norm inside and the residual shared out over the row blocks. (Its PDL form — every read of h, the residual
-    and the norm weight after griddepcontrol.wait — is checked in its sm_90 PTX: test_linear.py.)"""
-    rec = record(monkeypatch, linear, "_linear_kernel")
-    h, w = torch.randn(T, 2048), torch.randn(5120, 2048)
-    cfg = dict(SPLIT_K=split)
-    linear.norm_linear(h, torch.randn(T, 2048), torch.ones(2048), 1e-6, w, config=cfg)
-    linear.linear(h, w, config=cfg)
-    (kw, plain) = rec.calls
-    assert kw["NORM"] and not plain["NORM"]
-    keys = ("BLOCK_N", "BLOCK_K", "SPLIT_K", "WHOLE_K", "T_PAD")
-    assert {k: kw[k] for k in keys} == {k: plain[k] for k in keys}
-    n_blk = -(-5120 // kw["BLOCK_N"])
-    assert kw["SHARE_PAD"] >= -(-2048 // n_blk)

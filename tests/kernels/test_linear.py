@@ -7,9 +7,7 @@ import torch
 
 from moelab import kernels, ops
 from moelab.kernels import linear as linear_mod
-from moelab.kernels.linear import (DOT_MIN_T, GEMV_MAX_T, LINEAR_MAX_T, dot_config, dot_min_t, linear, linear_config,
-                                   norm_linear)
-from moelab.kernels.rmsnorm import add_rmsnorm
+from moelab.kernels.linear import DOT_MIN_T, GEMV_MAX_T, LINEAR_MAX_T, dot_config, dot_min_t, linear, linear_config
 from moelab.ops import linear as linear_ops
 from moelab.ops.linear import linear_reference
 
@@ -329,64 +327,6 @@ def test_dot_config():
     tiny = dot_config(3, 5, 7, elem_bytes=4)
     assert tiny["BLOCK_N"] == 16 and tiny["BLOCK_K"] == 16
     assert linear_config(8, 5120, 2048, dot=True) == qkv
-
-
-# ------------------------------------------------------------------------------------------ the norm inside the GEMV
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("T,N,K,offset,cfg", [(1, 40, 2048, False, None), (3, 33, 100, True, None),
-                                              (8, 64, 256, False, dict(SPLIT_K=3, BLOCK_K=64)),
-                                              (16, 8, 64, False, None), (2, 17, 300, False, dict(BLOCK_K=512))])
-def test_norm_linear_is_the_norm_then_the_gemv(T, N, K, offset, cfg, dtype, close):
-    """norm_linear = add_rmsnorm then linear, one launch: the new residual bit for bit (every column written once, by
-    one row block), y as the two launches give it (one rounding of 1/rms apart at most: the Σh² order differs) —
-    with split-K, the one-chunk path and the streaming loop."""
-    g = torch.Generator().manual_seed(T * 100 + K)
-    h, r = (torch.randn(T, K, generator=g).to(dtype).to(DEV) for _ in range(2))
-    nw = (1 + 0.1 * torch.randn(K, generator=g)).to(dtype).to(DEV)
-    w = (torch.randn(N, K, generator=g) * K ** -0.5).to(dtype).to(DEV)
-    x1, r1 = add_rmsnorm(h, r, nw, 1e-6, offset=offset)
-    y1 = linear(x1, w, config=cfg)
-    y2, r2 = norm_linear(h, r, nw, 1e-6, w, offset=offset, out=poisoned(T, N, dtype), config=cfg)
-    assert torch.equal(r2, r1)
-    close(y2, y1, tol=TOL_NORM[dtype])
-    close(y2, linear_reference(x1, w))
-
-
-TOL_NORM = {torch.float32: 1e-6, torch.float16: 2e-3, torch.bfloat16: 1e-2}
-
-
-def test_norm_linear_strided_and_errors():
-    g = torch.Generator().manual_seed(8)
-    hb, rb = torch.randn(2, 80, generator=g).to(DEV), torch.randn(2, 96, generator=g).to(DEV)
-    h, r, nw, w = hb[:, :64], rb[:, 8:72], torch.ones(64, device=DEV)[:], torch.randn(12, 64, generator=g).to(DEV)
-    x1, r1 = add_rmsnorm(h, r, nw, 1e-6)
-    y2, r2 = norm_linear(h, r, nw, 1e-6, w)
-    assert torch.equal(r2, r1)
-    torch.testing.assert_close(y2, linear(x1, w))
-    with pytest.raises(ValueError, match="residual must be"):
-        norm_linear(h, r[:1], nw, 1e-6, w)
-    with pytest.raises(ValueError, match="norm_weight must be"):
-        norm_linear(h, r, nw.half(), 1e-6, w)
-    with pytest.raises(ValueError, match="runs on the GEMV only"):
-        norm_linear(h, r, nw, 1e-6, w, config=dict(DOT=True))
-    with pytest.raises(ValueError, match="runs on the GEMV only"):
-        big = torch.randn(GEMV_MAX_T + 1, 64, device=DEV)
-        norm_linear(big, big, nw, 1e-6, w)
-    with pytest.raises(ValueError, match="K differs"):
-        norm_linear(h, r, nw, 1e-6, w[:, :32])
-
-
-def test_norm_linear_compiles_for_sm90(sm90):
-    """qkv at T=1 in one chunk with the norm inside: still every weight vector requested before griddepcontrol.wait,
-    and h, the residual and the norm weight read only after it."""
-    job = sm90["linear_norm_qkv"]
-    assert "error" not in job, job.get("error")
-    ptx = job["ptx"]
-    wait = ptx.index("griddepcontrol.wait")
-    before = re.findall(r"ld\.global\S*", ptx[:wait])
-    assert len(before) == 16 and all("evict_first" in ld for ld in before), before
-    assert len(re.findall(r"ld\.global", ptx[wait:])) >= 3
 
 
 def test_registered_kernel_is_this_kernel():

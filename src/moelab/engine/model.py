@@ -24,10 +24,8 @@ import torch.nn.functional as F
 from moelab import ops
 from moelab.engine.cache import KVCache
 from moelab.engine.config import ATTENTION, EngineConfig
-from moelab.kernels import pdl_supported
-from moelab.kernels.linear import dot_min_t, norm_linear
 from moelab.kernels.router import FUSED_ROUTER_MAX_T, norm_router
-from moelab.ops.linear import dense_for, dense_max_t
+from moelab.ops.linear import dense_for
 
 
 def prefill_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -70,11 +68,9 @@ class Attention:
 
     def _project(self, x: torch.Tensor):
         """q [T, Hq, D], k and v [T, Hk, D]: the projection and what comes before the per-head norm and RoPE."""
-        return self._split(self.dense(x, self.qkv, self.qkv_bias))  # [T, (Hq+2Hk)·D]
-
-    def _split(self, qkv: torch.Tensor):
         cfg = self.cfg
-        T, D = qkv.shape[0], cfg.head_dim
+        T, D = x.shape[0], cfg.head_dim
+        qkv = self.dense(x, self.qkv, self.qkv_bias)  # [T, (Hq+2Hk)·D]
         q, k, v = qkv.split([cfg.heads * D, cfg.kv_heads * D, cfg.kv_heads * D], dim=-1)
         if cfg.qk_norm == "full":  # OLMoE: one RMSNorm over all heads of the projection
             q = self.full_norm(q, self.q_norm, "q")
@@ -102,31 +98,16 @@ class Attention:
         out = prefill_attention_sdpa(q, k, v, self.scale)  # [B, P, Hq, D]
         return F.linear(out.reshape(batch * P, -1), self.o, self.o_bias)
 
-    def takes_norm(self, h: torch.Tensor, residual, norm_weight: torch.Tensor) -> bool:
-        """Whether `decode_with_norm` runs this layer's input norm inside the qkv projection's launch: moelab, a
-        residual to add (every layer but the first), the GEMV's sizes, the norm weight in the activation dtype, and
-        $MOELAB_NORM_QKV=1 (an A/B, unmeasured)."""
-        return (self.dense is not F.linear and residual is not None and h.shape[0] < min(dot_min_t(), dense_max_t() + 1)
-                and norm_weight.dtype == h.dtype and os.environ.get("MOELAB_NORM_QKV") == "1")
-
-    def decode_with_norm(self, h, residual, norm_weight, eps: float, step: DecodeStep, cache: KVCache):
-        """`add_rmsnorm` + `decode` with the norm inside the qkv GEMV (`norm_linear`): (output, new residual)."""
-        qkv, residual = norm_linear(h, residual, norm_weight, eps, self.qkv, self.qkv_bias,
-                                    use_pdl=pdl_supported(h.device))
-        return self._decode(*self._split(qkv), step, cache), residual
-
     def decode(self, x: torch.Tensor, step: DecodeStep, cache: KVCache) -> torch.Tensor:
-        return self._decode(*self._project(x), step, cache)  # q, k, v: [B, H·, D]
-
-    def _decode(self, q, k, v, step: DecodeStep, cache: KVCache) -> torch.Tensor:
         cfg = self.cfg
+        q, k, v = self._project(x)  # [B, H·, D]
         # q/k norm (Qwen3) or none, RoPE, the KV append and attention: one op (under impl="moelab" the split
         # kernel does the prologue, so it has no launch of its own: −70 µs per token at batch 1, docs/worklog.md).
         head_norm = cfg.qk_norm == "head"
         out = self.decode_attention_kv(q, k, v, self.q_norm if head_norm else None, self.k_norm if head_norm else None,
                                        step.positions, cache.k[self.i], cache.v[self.i], eps=cfg.rms_eps,
                                        rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim, scale=self.scale)
-        return self.dense(out.reshape(q.shape[0], -1), self.o, self.o_bias)
+        return self.dense(out.reshape(x.shape[0], -1), self.o, self.o_bias)
 
 
 class MoE:
@@ -201,17 +182,12 @@ class Model:
             self.layers.append((MIXERS[kind](cfg, weights, i, impl), mlp(cfg, weights, i, impl),
                                 weights[f"layers.{i}.input_norm"], weights[f"layers.{i}.post_norm"]))
 
-    def _run(self, tokens: torch.Tensor, mix, norm_mix=None) -> torch.Tensor:
-        """The layers; `mix(mixer, x)` runs a mixer on the normed x, `norm_mix(mixer, h, residual, norm_weight)` (decode)
-        one that takes the norm inside its first launch, where the mixer says it can (`takes_norm`)."""
+    def _run(self, tokens: torch.Tensor, mix) -> torch.Tensor:
         eps = self.cfg.rms_eps
         h, residual = F.embedding(tokens, self.embed), None  # [T, H]
         for mixer, mlp, in_norm, post_norm in self.layers:
-            if norm_mix is not None and mixer.takes_norm(h, residual, in_norm):
-                h, residual = norm_mix(mixer, h, residual, in_norm)
-            else:
-                x, residual = self.add_rmsnorm(h, residual, in_norm, eps)
-                h = mix(mixer, x)
+            x, residual = self.add_rmsnorm(h, residual, in_norm, eps)
+            h = mix(mixer, x)
             if isinstance(mlp, MoE) and mlp.takes_norm(h, post_norm):
                 h, residual = mlp.with_norm(h, residual, post_norm, eps)
                 continue
@@ -237,6 +213,4 @@ class Model:
     def decode(self, tokens: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """One new token per sequence: tokens [B] at positions [B] (device tensors) -> logits [B, V]."""
         step = DecodeStep(positions)
-        eps = self.cfg.rms_eps
-        return self.logits(self._run(tokens, lambda m, x: m.decode(x, step, cache),
-                                     lambda m, h, r, w: m.decode_with_norm(h, r, w, eps, step, cache)))
+        return self.logits(self._run(tokens, lambda m, x: m.decode(x, step, cache)))

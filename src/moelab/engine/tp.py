@@ -265,8 +265,7 @@ class TPModel(Model):
         width, replicas = widths[which]
         return distributed_rmsnorm(t, weight, eps, self.comm, width, replicas)
 
-    def _run(self, tokens: torch.Tensor, mix, norm_mix=None) -> torch.Tensor:
-        # norm_mix is not used: under tensor parallelism each norm follows an all-reduce, so it stays its own launch.
+    def _run(self, tokens: torch.Tensor, mix) -> torch.Tensor:
         eps, reduce = self.cfg.rms_eps, self.comm.all_reduce
         h, residual = F.embedding(tokens, self.embed), None  # [T, H]
         for mixer, mlp, in_norm, post_norm in self.layers:

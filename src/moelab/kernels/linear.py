@@ -54,7 +54,6 @@ import triton.language as tl
 
 from moelab.kernels import CHAIN_MAX_T, cdiv, counters, dot_precision, interpreting, next_pow2
 from moelab.kernels.attention import sm_count
-from moelab.kernels.rmsnorm import _rounded_sum, _scaled
 
 LINEAR_MAX_T = 64  # decode sizes; a larger T belongs to a GEMM (cuBLAS)
 GEMV_MAX_T = 16  # the GEMV holds [T, BLOCK_N, vectors] accumulators in registers: beyond, only the tensor-core kernel
@@ -69,21 +68,11 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 @triton.jit
 def _accumulate(acc, w_chunk, x_ptr, s_xt, kk, kmask, offs_t, T: tl.constexpr, BLOCK_N: tl.constexpr,
-                KV: tl.constexpr, VEC: tl.constexpr,
-                res_ptr, s_rt, nw_ptr, rstd, NORM: tl.constexpr, OFFSET: tl.constexpr):
-    """acc[t, n, j] += Σ over vector j's VEC columns of w_chunk[n, :] · x[t, kk] — in-thread, no cross-lane sum.
-    NORM: x_ptr holds h, and x = RMSNorm(h + residual) · w is formed here from rstd [T_PAD] (`norm_linear`)."""
+                KV: tl.constexpr, VEC: tl.constexpr):
+    """acc[t, n, j] += Σ over vector j's VEC columns of w_chunk[n, :] · x[t, kk] — in-thread, no cross-lane sum."""
     w = w_chunk.to(tl.float32)  # converted once, used by every token
-    if NORM:
-        nw = tl.load(nw_ptr + kk, mask=kmask, other=0.0).to(tl.float32)
     for t in tl.static_range(T):
-        if NORM:
-            act_ty = x_ptr.dtype.element_ty
-            sv = _rounded_sum(x_ptr + t * s_xt + kk, res_ptr + t * s_rt + kk, kmask, act_ty)
-            rs = tl.sum(tl.where(offs_t == t, rstd, 0.0), axis=0)  # this token's 1/rms (offs_t is per-register)
-            xt = _scaled(sv, rs, nw, act_ty, OFFSET).to(act_ty).to(tl.float32)
-        else:
-            xt = tl.load(x_ptr + t * s_xt + kk, mask=kmask, other=0.0).to(tl.float32)  # L1/L2: tiny, reused
+        xt = tl.load(x_ptr + t * s_xt + kk, mask=kmask, other=0.0).to(tl.float32)  # L1/L2: tiny, reused
         r = tl.sum(tl.reshape(w * xt[None, :], (BLOCK_N, KV, VEC)), axis=2)  # in-thread: one vector each
         acc = tl.where((offs_t == t)[:, None, None], acc + r[None, :, :], acc)  # t is per-register: folded
     return acc
@@ -105,19 +94,14 @@ def _linear_kernel(
     # pointers
     x_ptr, w_ptr, b_ptr, out_ptr,  # x[T, K], weight[N, K], bias[N] (unused unless HAS_BIAS), out[T, N]
     part_ptr, cnt_ptr,  # SPLIT_K > 1 only: fp32 partials [SPLIT_K, T, N]; int32 counters [row blocks], zero
-    res_ptr, nw_ptr, ro_ptr,  # NORM only: residual [T, K], norm weight [K]; out: the new residual [T, K]
     # sizes
     N, K, K_CHUNKS,  # K_CHUNKS: BLOCK_K chunks per split
     # strides (elements; the last dims are contiguous)
     s_xt, s_wn, s_ot,
-    s_rt, s_qt, SHARE, eps,  # NORM only: row strides of the residual and the new residual; columns each row block writes
     # meta-parameters
     T: tl.constexpr, T_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, VEC: tl.constexpr,
     SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, USE_PDL: tl.constexpr,
     WHOLE_K: tl.constexpr,  # each split's K range is one BLOCK_K chunk: all of it is requested before gdc_wait
-    NORM: tl.constexpr = False,  # x_ptr holds h: x = RMSNorm(h + residual) · w is formed here (`norm_linear`)
-    OFFSET: tl.constexpr = False,  # NORM: the (1 + w) norm of Qwen3-Next
-    SHARE_PAD: tl.constexpr = 1,  # NORM: next power of two ≥ SHARE
 ):
     KV: tl.constexpr = BLOCK_K // VEC  # 16-byte vectors per chunk row
     pid_n, split, offs_n, nmask, offs_k, offs_t, k_begin, k_end = _program_tile(N, K, K_CHUNKS, T_PAD, BLOCK_N, BLOCK_K)
@@ -127,26 +111,6 @@ def _linear_kernel(
                     eviction_policy="evict_first")
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # x and out belong to the previous kernel: touched only from here on
-    rstd = tl.zeros((T_PAD,), dtype=tl.float32)
-    if NORM:
-        # add + RMSNorm of every token over all of K (each program: T rows of 4 KB at hidden 2048, from L2), with
-        # `add_rmsnorm`'s casting; row block pid_n of split 0 writes its SHARE columns of the new residual.
-        act_ty = x_ptr.dtype.element_ty
-        tmask = offs_t < T
-        ss = tl.zeros((T_PAD,), dtype=tl.float32)
-        for c0 in range(0, K, BLOCK_K):
-            cols = c0 + offs_k
-            m2 = tmask[:, None] & (cols < K)[None, :]
-            sv = _rounded_sum(x_ptr + offs_t[:, None] * s_xt + cols[None, :],
-                              res_ptr + offs_t[:, None] * s_rt + cols[None, :], m2, act_ty)
-            ss += tl.sum(sv * sv, axis=1)
-        rstd = tl.rsqrt(ss / K + eps)
-        if split == 0:
-            own = pid_n * SHARE + tl.arange(0, SHARE_PAD)
-            mo = tmask[:, None] & ((own < (pid_n + 1) * SHARE) & (own < K))[None, :]
-            so = _rounded_sum(x_ptr + offs_t[:, None] * s_xt + own[None, :],
-                              res_ptr + offs_t[:, None] * s_rt + own[None, :], mo, act_ty)
-            tl.store(ro_ptr + offs_t[:, None] * s_qt + own[None, :], so.to(act_ty), mask=mo)
 
     # acc[t, n, j]: one fp32 partial per 16-byte vector column j of the chunk; each thread owns its own j, so the
     # loop has no cross-lane reduction (that happens once, after the loop).
@@ -154,8 +118,7 @@ def _linear_kernel(
     if WHOLE_K:
         # The split's whole K range is this one chunk, requested before the wait: no second buffer, no loop.
         kk = k_begin + offs_k
-        acc = _accumulate(acc, w_cur, x_ptr, s_xt, kk, kk < k_end, offs_t, T, BLOCK_N, KV, VEC,
-                          res_ptr, s_rt, nw_ptr, rstd, NORM, OFFSET)
+        acc = _accumulate(acc, w_cur, x_ptr, s_xt, kk, kk < k_end, offs_t, T, BLOCK_N, KV, VEC)
     else:
         for k0 in range(k_begin, k_end, BLOCK_K):
             kk = k0 + offs_k
@@ -164,8 +127,7 @@ def _linear_kernel(
             w_ptrs += BLOCK_K
             w_next = tl.load(w_ptrs, mask=nmask[:, None] & ((kk + BLOCK_K) < k_end)[None, :], other=0.0,
                              eviction_policy="evict_first")
-            acc = _accumulate(acc, w_cur, x_ptr, s_xt, kk, kmask, offs_t, T, BLOCK_N, KV, VEC,
-                              res_ptr, s_rt, nw_ptr, rstd, NORM, OFFSET)
+            acc = _accumulate(acc, w_cur, x_ptr, s_xt, kk, kmask, offs_t, T, BLOCK_N, KV, VEC)
             w_cur = w_next
     y = tl.sum(acc, axis=2)  # [T_PAD, BLOCK_N]
     if USE_PDL:
@@ -314,37 +276,6 @@ def _pow2(v) -> bool:
     return isinstance(v, int) and v >= 1 and v & (v - 1) == 0
 
 
-def norm_linear(h: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor, eps: float, weight: torch.Tensor,
-                bias: torch.Tensor | None = None, *, offset: bool = False, out: torch.Tensor | None = None,
-                config: dict | None = None, use_pdl: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """`x, new_residual = add_rmsnorm(h, residual, norm_weight, eps, offset)`, then `linear(x, weight, bias)`, in ONE
-    launch of the GEMV: every program normalises the T rows itself (4 KB each at hidden 2048, from L2) and forms x
-    chunk by chunk; row block i of the first split writes columns [i·⌈K/row blocks⌉, …) of the new residual; x itself
-    is never stored (only this projection reads it: the decode step's qkv). Returns (y [T, N], new_residual [T, K]).
-
-    For the GEMV's sizes (T ≤ GEMV_MAX_T, DOT=False). The values are `add_rmsnorm`'s (its casting helpers) up to the
-    order of the Σh² reduction (one rounding of 1/rms). Removes the norm's kernel from the decode step's chain (batch
-    1: 1.43 µs advance per norm, trace-decode-…T171907); an A/B until measured: the engine uses it under
-    $MOELAB_NORM_QKV=1."""
-    if not isinstance(h, torch.Tensor) or h.dim() != 2:
-        raise ValueError(f"norm_linear: h must be a 2-D tensor [T, K], got {getattr(h, 'shape', type(h))}")
-    if not isinstance(residual, torch.Tensor) or residual.shape != h.shape or residual.dtype != h.dtype \
-            or residual.device != h.device or (residual.stride(1) != 1 and h.shape[1] > 1):
-        raise ValueError(f"norm_linear: residual must be {tuple(h.shape)} {h.dtype} on {h.device} with a contiguous "
-                         f"last dim, like h; got {getattr(residual, 'shape', residual)}")
-    K = h.shape[1]
-    if not isinstance(norm_weight, torch.Tensor) or norm_weight.shape != (K,) or norm_weight.dtype != h.dtype \
-            or norm_weight.device != h.device:
-        raise ValueError(f"norm_linear: norm_weight must be ({K},) {h.dtype} on {h.device} (the activation dtype: x "
-                         f"feeds a {h.dtype} GEMV); got {getattr(norm_weight, 'shape', norm_weight)}")
-    if h.shape[0] > GEMV_MAX_T or (config or {}).get("DOT"):
-        raise ValueError(f"norm_linear: runs on the GEMV only (T ≤ GEMV_MAX_T={GEMV_MAX_T}, no DOT), got T={h.shape[0]}")
-    new_res = torch.empty_like(h, memory_format=torch.contiguous_format)
-    y = _linear(h, weight, bias, out, dict(config or {}, DOT=False), use_pdl,
-                (residual, norm_weight.contiguous(), float(eps), bool(offset), new_res))
-    return y, new_res
-
-
 def linear(
     x: torch.Tensor,
     weight: torch.Tensor,
@@ -368,10 +299,6 @@ def linear(
     eager split-K call on that device, and two split-K calls must not run concurrently on different streams.
     Raises ValueError naming the argument that is wrong; there is no torch fallback.
     """
-    return _linear(x, weight, bias, out, config, use_pdl, None)
-
-
-def _linear(x, weight, bias, out, config, use_pdl, norm):
     if not isinstance(x, torch.Tensor) or x.dim() != 2:
         raise ValueError(f"linear: x must be a 2-D tensor [T, K], got {getattr(x, 'shape', type(x))}")
     if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
@@ -451,25 +378,17 @@ def _linear(x, weight, bias, out, config, use_pdl, norm):
     else:
         part, cnt = out, out  # unused when SPLIT_K == 1: any valid pointer will do
     launch = {"launch_pdl": True} if use_pdl else {}
-    b_arg = bias if bias is not None else x
+    args = (x, weight, bias if bias is not None else x, out, part, cnt, N, K, k_chunks,
+            x.stride(0), weight.stride(0), out.stride(0))
     if dot:
         _linear_dot_kernel[(n_blk, split)](
-            x, weight, b_arg, out, part, cnt, N, K, k_chunks, x.stride(0), weight.stride(0), out.stride(0),
-            T=T, T_PAD=max(16, next_pow2(T)), BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split,
-            HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), PREC=dot_precision(x.dtype, "linear (DOT)"),
-            num_warps=num_warps, num_stages=cfg["num_stages"], **launch,
+            *args, T=T, T_PAD=max(16, next_pow2(T)), BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split,
+            HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), PREC=dot_precision(x.dtype, "linear (DOT)"), num_warps=num_warps,
+            num_stages=cfg["num_stages"], **launch,
         )
         return out
-    if norm is None:
-        res, nw, new_res, s_rt, s_qt, share, eps, offset = x, x, x, 0, 0, 0, 0.0, False
-    else:
-        res, nw, eps, offset, new_res = norm
-        s_rt, s_qt, share = res.stride(0), new_res.stride(0), cdiv(K, n_blk)
     _linear_kernel[(n_blk, split)](
-        x, weight, b_arg, out, part, cnt, res, nw, new_res, N, K, k_chunks, x.stride(0), weight.stride(0),
-        out.stride(0), s_rt, s_qt, share, eps,
-        T=T, T_PAD=next_pow2(T), BLOCK_N=block_n, BLOCK_K=block_k, VEC=vec, SPLIT_K=split,
-        HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), WHOLE_K=k_chunks == 1, NORM=norm is not None,
-        OFFSET=offset, SHARE_PAD=max(1, next_pow2(share)), num_warps=num_warps, **launch,
+        *args, T=T, T_PAD=next_pow2(T), BLOCK_N=block_n, BLOCK_K=block_k, VEC=vec, SPLIT_K=split,
+        HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), WHOLE_K=k_chunks == 1, num_warps=num_warps, **launch,
     )
     return out

@@ -80,16 +80,6 @@ def _scaled(h, rstd, w, act_ty, OFFSET: tl.constexpr):
     return n.to(act_ty).to(tl.float32) * w
 
 
-@triton.jit
-def _rounded_sum(h_ptrs, r_ptrs, mask, act_ty):
-    """fp32 of h + residual (pointer tiles of any shape) rounded to the activation dtype, as `_add_rmsnorm_kernel`
-    stores the new residual: for the kernels that run this norm inside their own launch (`router.norm_router`,
-    `linear.norm_linear`)."""
-    hv = tl.load(h_ptrs, mask=mask, other=0.0).to(tl.float32)
-    rv = tl.load(r_ptrs, mask=mask, other=0.0).to(tl.float32)
-    return (hv + rv).to(act_ty).to(tl.float32)
-
-
 def _check_device(t: torch.Tensor, name: str) -> None:
     if t.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError(f"{name} is on {t.device}; moelab's Triton kernels need a CUDA tensor (or TRITON_INTERPRET=1)")

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from moelab.kernels import cdiv, chain_pdl, counters, next_pow2, pdl_supported
-from moelab.kernels.rmsnorm import _rounded_sum, _scaled
+from moelab.kernels.rmsnorm import _scaled
 from moelab.kernels.route import _SCORING_CODE, _route_row
 from moelab.ops.moe import _check_route_args
 
@@ -70,16 +70,14 @@ def _router_kernel(
         for h0 in range(0, H, BLOCK_H):
             offs_h = h0 + tl.arange(0, BLOCK_H)
             m2 = tmask[:, None] & (offs_h < H)[None, :]
-            sv = _rounded_sum(x_ptr + offs_t[:, None] * s_xt + offs_h[None, :],
-                              res_ptr + offs_t[:, None] * s_rt + offs_h[None, :], m2, act_ty)
+            sv = _rounded_sum(x_ptr, res_ptr, offs_t, offs_h, s_xt, s_rt, m2, act_ty)
             ss += tl.sum(sv * sv, axis=1)
         rstd = tl.rsqrt(ss / H + eps)
         # This program's share of the columns goes out (a narrow tile of its own, so the stores stay vectors): the
         # experts read x, the next layer the residual.
         offs_s = pid * SHARE + tl.arange(0, SHARE_PAD)
         ms = tmask[:, None] & ((offs_s < (pid + 1) * SHARE) & (offs_s < H))[None, :]
-        s_own = _rounded_sum(x_ptr + offs_t[:, None] * s_xt + offs_s[None, :],
-                             res_ptr + offs_t[:, None] * s_rt + offs_s[None, :], ms, act_ty)
+        s_own = _rounded_sum(x_ptr, res_ptr, offs_t, offs_s, s_xt, s_rt, ms, act_ty)
         nw_own = tl.load(nw_ptr + offs_s, mask=offs_s < H, other=0.0).to(tl.float32)
         o_off = offs_t[:, None] * s_ot + offs_s[None, :]
         tl.store(xo_ptr + o_off, _scaled(s_own, rstd[:, None], nw_own[None, :], act_ty, OFFSET).to(act_ty), mask=ms)
@@ -90,8 +88,7 @@ def _router_kernel(
         hmask = offs_h < H
         m2 = tmask[:, None] & hmask[None, :]
         if NORM:
-            sv = _rounded_sum(x_ptr + offs_t[:, None] * s_xt + offs_h[None, :],
-                              res_ptr + offs_t[:, None] * s_rt + offs_h[None, :], m2, act_ty)
+            sv = _rounded_sum(x_ptr, res_ptr, offs_t, offs_h, s_xt, s_rt, m2, act_ty)
             nw = tl.load(nw_ptr + offs_h, mask=hmask, other=0.0).to(tl.float32)
             x = _scaled(sv, rstd[:, None], nw[None, :], act_ty, OFFSET).to(act_ty)
         else:
@@ -116,6 +113,14 @@ def _router_kernel(
             tl.store(tw_ptr + t * K + kk, vals, mask=kk < K)
             tl.store(ids_ptr + t * K + kk, ids, mask=kk < K)
         tl.store(cnt_ptr, 0)
+
+
+@triton.jit
+def _rounded_sum(h_ptr, r_ptr, offs_t, offs_h, s_ht, s_rt, mask, act_ty):
+    """fp32 of (h + residual) rounded to the activation dtype, as `add_rmsnorm` stores the new residual."""
+    hv = tl.load(h_ptr + offs_t[:, None] * s_ht + offs_h[None, :], mask=mask, other=0.0).to(tl.float32)
+    rv = tl.load(r_ptr + offs_t[:, None] * s_rt + offs_h[None, :], mask=mask, other=0.0).to(tl.float32)
+    return (hv + rv).to(act_ty).to(tl.float32)
 
 
 def router_config(T: int, E: int, H: int, block_e: int = 1, num_warps: int = 1) -> dict:
