@@ -206,17 +206,8 @@ SM90_JOBS = {
                 "ids_ptr": "*i32", "cnt_ptr": "*i32", "scaling": "fp32"},
                {"T_PAD": 1, "BLOCK_E": 2, "BLOCK_H": 2048, "N_PROG": 64, "K": 8, "K_PAD": 8, "E_PAD": 128, "SCORING": 0,
                 "RENORM": True, "HAS_BIAS": False, "N_GROUP": 1, "TOPK_GROUP": 1, "USE_PDL": True,
-                "TRIGGER": True, "NORM": False, "OFFSET": False, "SHARE_PAD": 1},
+                "TRIGGER": True},
                ["x_ptr", "w_ptr", "H", "s_xt", "s_we"]),
-    # The same at T=1 with the post-attention norm inside (norm_router: Qwen3-30B-A3B, 128 programs of one expert).
-    "router_norm": ("router", "_router_kernel",
-                    {"x_ptr": "*bf16", "w_ptr": "*bf16", "bias_ptr": "*fp32", "logits_ptr": "*fp32", "tw_ptr": "*fp32",
-                     "ids_ptr": "*i32", "cnt_ptr": "*i32", "res_ptr": "*bf16", "nw_ptr": "*bf16", "xo_ptr": "*bf16",
-                     "ro_ptr": "*bf16", "scaling": "fp32", "eps": "fp32"},
-                    {"T_PAD": 1, "BLOCK_E": 1, "BLOCK_H": 2048, "N_PROG": 128, "K": 8, "K_PAD": 8, "E_PAD": 128,
-                     "SCORING": 0, "RENORM": True, "HAS_BIAS": False, "N_GROUP": 1, "TOPK_GROUP": 1, "USE_PDL": True,
-                     "TRIGGER": True, "NORM": True, "OFFSET": False, "SHARE_PAD": 16},
-                    ["x_ptr", "w_ptr", "res_ptr", "nw_ptr", "xo_ptr", "ro_ptr", "H", "s_xt", "s_we", "s_rt", "s_ot"]),
 }
 
 _SM90_SCRIPT = r"""

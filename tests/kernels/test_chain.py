@@ -125,18 +125,6 @@ def test_router_releases_the_experts_in_the_chain(hopper, monkeypatch, T):
     assert kw["TRIGGER"] == (T <= CHAIN_MAX_T)
 
 
-@pytest.mark.parametrize("T", [1, 3])
-def test_norm_inside_the_router_keeps_its_links(hopper, monkeypatch, T):
-    """norm_router: PDL-launched like the router (everything but the router weight read after the wait), releasing
-    the experts in the chain; a strided norm weight (copied by the launcher) changes nothing, as it is read after."""
-    rec = record(monkeypatch, router, "_router_kernel")
-    for nw in (torch.ones(32), torch.ones(64)[::2]):
-        router.norm_router(torch.randn(T, 32), torch.randn(T, 32), nw, 1e-6, torch.randn(8, 32), 2)
-    for kw in rec.calls:
-        pdl_pairs_with_wait(kw)
-        assert kw["USE_PDL"] and kw["NORM"] and kw["TRIGGER"] == (T <= CHAIN_MAX_T)
-
-
 @pytest.mark.parametrize("K,block_k,whole", [(300, 512, True), (300, 128, False), (1000, 1024, True)])
 def test_linear_takes_the_one_chunk_path_exactly_when_a_split_is_one_chunk(monkeypatch, K, block_k, whole):
     rec = record(monkeypatch, linear, "_linear_kernel")

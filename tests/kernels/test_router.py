@@ -1,15 +1,11 @@
 """The one-launch router (logits GEMV + top-k) against its reference (CPU: Triton interpreter)."""
 
-import re
-
 import pytest
 import torch
 
 from moelab import ops
-from moelab.kernels.rmsnorm import add_rmsnorm
-from moelab.kernels.router import ROUTER_MAX_T, norm_router, router
+from moelab.kernels.router import ROUTER_MAX_T, router
 from moelab.ops.moe import router_reference
-from moelab.ops.norm import add_rmsnorm_reference
 
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -78,63 +74,3 @@ def test_router_compiles_for_sm90(sm90):
     assert "griddepcontrol.wait" in ptx  # launched with PDL: the weight chunk is requested before the wait
     # At T=1 it releases the pair kernel as it starts (kernels.chain_pdl).
     assert ptx.index("griddepcontrol.launch_dependents") < ptx.index("griddepcontrol.wait")
-
-
-# ------------------------------------------------------------------------------------------ the norm inside the router
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("T,E,H,k,offset", [(1, 128, 2048, 8, False), (3, 16, 100, 4, True), (8, 60, 256, 4, False),
-                                            (16, 8, 64, 2, False), (2, 7, 33, 7, True)])
-def test_norm_router_is_the_norm_then_the_router(T, E, H, k, offset, dtype):
-    """norm_router = add_rmsnorm, then router, in one launch: the same new residual bit for bit, the same normed x (on
-    the CPU bit for bit; a GPU may round rstd once differently: its Σh² reduction has another order), the same routing;
-    every column of both outputs written once (outputs poisoned by the allocator are never read: they are fresh)."""
-    g = torch.Generator().manual_seed(T * 31 + E)
-    h, r = (torch.randn(T, H, generator=g).to(dtype).to(DEV) for _ in range(2))
-    nw = (1 + 0.1 * torch.randn(H, generator=g)).to(dtype).to(DEV)
-    w = (torch.randn(E, H, generator=g) * H ** -0.5).to(dtype).to(DEV)
-    x1, r1 = add_rmsnorm(h, r, nw, 1e-6, offset=offset)
-    w1, i1 = router(x1, w, k)
-    x2, r2, w2, i2 = norm_router(h, r, nw, 1e-6, w, k, offset=offset)
-    assert torch.equal(r2, r1)
-    ref_x, _ = add_rmsnorm_reference(h, r, nw, 1e-6, offset=offset)
-    assert (x2.double() - ref_x.double()).norm() <= 2 * (x1.double() - ref_x.double()).norm() + 1e-6 * ref_x.double().norm()
-    if DEV == "cpu":
-        assert torch.equal(x2, x1) and torch.equal(i2, i1) and torch.equal(w2, w1)
-    else:
-        assert (x2.float() - x1.float()).abs().max() <= 2 * torch.finfo(dtype).eps * x1.float().abs().max()
-        assert (i2 == i1).float().mean() >= 0.9  # a near-tie may flip with one rounding of rstd
-
-
-def test_norm_router_strided_rows_and_errors():
-    g = torch.Generator().manual_seed(5)
-    hb, rb = torch.randn(3, 80, generator=g).to(DEV), torch.randn(3, 96, generator=g).to(DEV)
-    h, r, nw, w = hb[:, :64], rb[:, 8:72], torch.ones(64, device=DEV), torch.randn(8, 64, generator=g).to(DEV)
-    x1, r1 = add_rmsnorm(h, r, nw, 1e-6)
-    x2, r2, w2, i2 = norm_router(h, r, nw, 1e-6, w, 2)
-    assert torch.equal(r2, r1) and torch.allclose(x2, x1) and torch.equal(i2, router(x1, w, 2)[1])
-    with pytest.raises(ValueError, match="residual must be"):
-        norm_router(h, None, nw, 1e-6, w, 2)
-    with pytest.raises(ValueError, match="residual must be"):
-        norm_router(h, r[:2], nw, 1e-6, w, 2)
-    with pytest.raises(ValueError, match="norm_weight must be"):
-        norm_router(h, r, nw.half(), 1e-6, w, 2)
-    with pytest.raises(ValueError, match="norm_weight must be"):
-        norm_router(h, r, nw[:32], 1e-6, w, 2)
-    with pytest.raises(ValueError, match="same H"):
-        norm_router(h, r, nw, 1e-6, w[:, :32], 2)
-    x, rr, tw, ids = norm_router(h[:0], r[:0], nw, 1e-6, w, 2)
-    assert x.shape == rr.shape == (0, 64) and tw.shape == ids.shape == (0, 2)
-
-
-def test_norm_router_compiles_for_sm90(sm90):
-    """With the norm inside: before griddepcontrol.wait only the router's weight is loaded (h, the residual and the norm
-    weight come after it), and the outputs are stored after it too."""
-    job = sm90["router_norm"]
-    assert "error" not in job, job.get("error")
-    ptx = job["ptx"]
-    wait = ptx.index("griddepcontrol.wait")
-    before = re.findall(r"ld\.global\S*", ptx[:wait])
-    assert before and all("evict_first" in ld for ld in before), before
-    assert not re.findall(r"st\.global", ptx[:wait])
-    assert len(re.findall(r"ld\.global", ptx[wait:])) >= 3  # h, residual (twice: Σs², then per chunk), norm weight

@@ -16,15 +16,13 @@ Which code runs where:
 
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.nn.functional as F
 
 from moelab import ops
 from moelab.engine.cache import KVCache
 from moelab.engine.config import ATTENTION, EngineConfig
-from moelab.kernels.router import FUSED_ROUTER_MAX_T, norm_router
+from moelab.kernels.router import FUSED_ROUTER_MAX_T
 from moelab.ops.linear import dense_for
 
 
@@ -122,29 +120,13 @@ class MoE:
         self.route, self.fused_moe = ops.get("route", impl), ops.get("fused_moe", impl)
         # Decode: the router logits and the routing in one launch (moelab); prefill: a GEMM, then `route`.
         self.fused_router = ops.get("router", impl) if impl == "moelab" else None
-        self.dense = dense_for(impl) if impl == "moelab" else None
-
-    def takes_norm(self, h: torch.Tensor, norm_weight: torch.Tensor) -> bool:
-        """Whether `with_norm` runs this layer's post-attention norm inside the router's launch: moelab, decode sizes
-        of the one-launch router, norm weight in the activation dtype, and $MOELAB_NORM_ROUTER=1 (an A/B, unmeasured)."""
-        return (self.fused_router is not None and h.shape[0] <= FUSED_ROUTER_MAX_T and norm_weight.dtype == h.dtype
-                and os.environ.get("MOELAB_NORM_ROUTER") == "1")
-
-    def with_norm(self, h, residual, norm_weight, eps: float):
-        """`add_rmsnorm` + this block in one launch fewer: (block output, new residual)."""
-        x, residual, weights, ids = norm_router(h, residual, norm_weight, eps, self.router, self.cfg.top_k, "softmax",
-                                                self.cfg.norm_topk_prob)
-        return self.fused_moe(x, self.w13, self.w2, weights, ids, self.shared), residual
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         k, renorm = self.cfg.top_k, self.cfg.norm_topk_prob
         if self.fused_router is not None and x.shape[0] <= FUSED_ROUTER_MAX_T:
             weights, ids = self.fused_router(x, self.router, k, "softmax", renorm)  # [T, k]
         else:
-            # MOELAB_ROUTER_DENSE=1 (an A/B, unmeasured): the logits on moelab's decode kernel (`dense`) instead of
-            # cuBLAS, which took 5.3 µs for this 0.5 MB GEMV at batch 8 (trace-decode-…T131950).
-            dense = self.dense if self.dense is not None and os.environ.get("MOELAB_ROUTER_DENSE") == "1" else F.linear
-            logits = dense(x, self.router)  # [T, E]
+            logits = F.linear(x, self.router)  # [T, E]
             weights, ids = self.route(logits, k, "softmax", renorm)  # [T, k]
         return self.fused_moe(x, self.w13, self.w2, weights, ids, self.shared)
 
@@ -188,9 +170,6 @@ class Model:
         for mixer, mlp, in_norm, post_norm in self.layers:
             x, residual = self.add_rmsnorm(h, residual, in_norm, eps)
             h = mix(mixer, x)
-            if isinstance(mlp, MoE) and mlp.takes_norm(h, post_norm):
-                h, residual = mlp.with_norm(h, residual, post_norm, eps)
-                continue
             x, residual = self.add_rmsnorm(h, residual, post_norm, eps)
             h = mlp(x)
         out, _ = self.add_rmsnorm(h, residual, self.final_norm, eps)

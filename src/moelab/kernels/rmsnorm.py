@@ -65,19 +65,12 @@ def _add_rmsnorm_kernel(
         h = x.to(tl.float32)
 
     rstd = tl.rsqrt(tl.sum(h * h, axis=0) / H + eps)
-    y = _scaled(h, rstd, w, act_ty, OFFSET)
-    tl.store(out_ptr + row * sor + cols * soc, y.to(out_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _scaled(h, rstd, w, act_ty, OFFSET: tl.constexpr):
-    """The normalised, weighted value (fp32) of h (fp32 of the rounded sum) with HF's casting: rounded to the activation
-    dtype before the weight multiplies it, or with OFFSET the product with (1 + w) in fp32. Shared with the router's
-    fused norm (`router._router_kernel`, NORM)."""
     n = h * rstd
     if OFFSET:
-        return n * (1.0 + w)
-    return n.to(act_ty).to(tl.float32) * w
+        y = n * (1.0 + w)
+    else:
+        y = n.to(act_ty).to(tl.float32) * w
+    tl.store(out_ptr + row * sor + cols * soc, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def _check_device(t: torch.Tensor, name: str) -> None:
