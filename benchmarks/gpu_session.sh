@@ -224,10 +224,11 @@ case "${1:?stage A to G}" in
   AD) # session 7's prepared work, first call of a session with a GPU (predictions in docs/worklog.md, session 7):
       # the GPU tests of every kernel file (session 6's two CPU-only commits f6186ad and c61140a never ran on a GPU;
       # the tensor-core linear's bf16 path only runs there); the decode projections at T=1..64, GEMV vs tensor cores vs
-      # cuBLAS side by side; then the tensor-core linear in the batch-8 step (MOELAB_LINEAR_DOT_MIN_T)
-    run gpu-tests 170 python -m pytest tests/kernels -k "gpu or graph" -q -p no:cacheprovider --tb=short -rf
-    run linear 200 python benchmarks/bench_linear.py --tokens 1,4,8,16,32,64 --no-compile
-    run ab-b8 170 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,dot4=MOELAB_LINEAR_DOT_MIN_T:4,dot8=MOELAB_LINEAR_DOT_MIN_T:8
+      # cuBLAS side by side; then in the batch-8 step the tensor-core linear (MOELAB_LINEAR_DOT_MIN_T) and the router
+      # logits on moelab's kernel instead of cuBLAS (MOELAB_ROUTER_DENSE)
+    run gpu-tests 170 python -m pytest tests/kernels tests/engine/test_generate.py -k "gpu or graph or match_transformers" -q -p no:cacheprovider --tb=short -rf
+    run linear 170 python benchmarks/bench_linear.py --tokens 1,4,8,16,32,64 --no-compile
+    run ab-b8 200 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,dot4=MOELAB_LINEAR_DOT_MIN_T:4,dot8=MOELAB_LINEAR_DOT_MIN_T:8,r=MOELAB_ROUTER_DENSE,dot4r=MOELAB_LINEAR_DOT_MIN_T:4+MOELAB_ROUTER_DENSE
     ;;
   AE) # batch 32: the engine's projections on the tensor-core linear instead of cuBLAS (MOELAB_DENSE_MAX_T=64), the
       # grouped path's grouping in one launch instead of ~13 (MOELAB_GROUP_FUSED); the grouped MoE path's tiles at

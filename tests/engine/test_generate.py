@@ -22,11 +22,34 @@ from test_parity import REL_TOL, hf_greedy, rel_err
 NEEDED_OPS = ("add_rmsnorm", "rmsnorm", "qk_norm_rope", "rope", "decode_attention", "route", "fused_moe")
 
 
-@pytest.mark.parametrize("family,batch", [("qwen3_moe", 2), ("qwen2_moe", 2), ("qwen3_moe", 1)])
-def test_moelab_kernels_match_transformers(checkpoint, family, batch):
+# The A/B switches of the session-7 experiments, all on at once: the tensor-core linear from T=1 and in place of
+# cuBLAS up to 64 rows (so also in this prefill), the router logits on moelab's kernel, the one-launch grouping.
+SWITCHES = {"MOELAB_LINEAR_DOT_MIN_T": "1", "MOELAB_DENSE_MAX_T": "64", "MOELAB_ROUTER_DENSE": "1",
+            "MOELAB_GROUP_FUSED": "1"}
+
+
+@pytest.mark.parametrize("family,batch,switches", [("qwen3_moe", 2, False), ("qwen2_moe", 2, False),
+                                                   ("qwen3_moe", 1, False), ("qwen3_moe", 2, True)])
+def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, monkeypatch):
     """impl="moelab": the Triton kernels (interpreted on CPU) in the whole model. Kept tiny: 6 decode steps.
     qwen3_moe: per-head q/k norm; qwen2_moe: shared expert, RoPE only; batch 1: the engine's T=1 paths (the
-    one-launch router, the T=1 expert kernel)."""
+    one-launch router, the T=1 expert kernel); switches: every MOELAB_* A/B switch on (SWITCHES), the tensor-core
+    kernel counted to have run."""
+    for name, value in SWITCHES.items():
+        if switches:
+            monkeypatch.setenv(name, value)
+        else:
+            monkeypatch.delenv(name, raising=False)
+    from moelab.kernels import linear as linear_mod
+    dot_launches = []
+    real_dot = linear_mod._linear_dot_kernel
+
+    class CountingDot:
+        def __getitem__(self, grid):
+            dot_launches.append(grid)
+            return real_dot[grid]
+
+    monkeypatch.setattr(linear_mod, "_linear_dot_kernel", CountingDot())
     known = ops.names()  # loads the op modules
     missing = [n for n in NEEDED_OPS if n not in known or ops.REGISTRY[n].kernel is None]
     if missing:
@@ -42,6 +65,7 @@ def test_moelab_kernels_match_transformers(checkpoint, family, batch):
     tokens = eng.generate(prompt.to(dev), steps + 1).cpu()
     assert max(rel_err(g.cpu(), r) for g, r in zip(eng.step_logits, ref_steps)) <= REL_TOL
     assert torch.equal(tokens, ref_tokens)
+    assert bool(dot_launches) == switches
 
 
 # ------------------------------------------------------------------------------------------ sampling
