@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AE    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AF    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -237,6 +237,10 @@ case "${1:?stage A to G}" in
     run sweep-grouped 240 python benchmarks/sweep_moe.py --shapes "" --grouped 32,64,256 --samples 10
     run trace-b8 60 python benchmarks/trace_decode.py --batch 8 --ctx 1024
     run trace-b1 45 python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    ;;
+  AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
+      # Triton's 3, and chunks of 64 beat 128 by 25-30 %)
+    run sweep-census 420 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

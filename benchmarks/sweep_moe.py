@@ -2,6 +2,7 @@
 
     python benchmarks/sweep_moe.py [--shapes qwen3,shard,qwen35] [--tokens 1,8] [--grouped 64,256,4096]
     python benchmarks/sweep_moe.py --mode pairs --shapes qwen3 --tokens 1,2,4 --spin 0,64,256,1024
+    python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5    # the census kernel's depth
 
 Prints, per shape and T, each config's median µs and % of the floor (floor = distinct experts ×
 bytes per expert / measured read bandwidth), best first; writes the table as JSON to $OUT if set.
@@ -42,6 +43,8 @@ def main() -> None:
     ap.add_argument("--grouped", default="", help="token counts for the grouped (prefill) path sweep, qwen3 shape")
     ap.add_argument("--spin", default="", help="pairs mode: only the default config, with these nanosleep backoffs "
                     "(ns, comma-separated; 0 = the tight spin) in the phase-2 wait")
+    ap.add_argument("--stages", default="", help="decode mode, T > 1: also the census kernel at these num_stages "
+                    "(comma-separated), square tiles of 16/32 rows, K chunks of 32/64, 2/4 warps")
     ap.add_argument("--t1", default="all", choices=["all", "dot"],
                     help="decode mode at T=1: all configs, or only the tensor-core form, the pair kernel and cuBLAS")
     a = ap.parse_args()
@@ -89,6 +92,11 @@ def main() -> None:
                 space = [(16, 64, 16, 64, 4), (16, 128, 16, 64, 4), (32, 64, 32, 64, 4),
                          (16, 64, 32, 64, 4), (16, 128, 16, 128, 4), (16, 64, 16, 64, 2)]
             grid = [dict(BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=nw) for bi, bk, bh, bk2, nw in space]
+            if a.mode == "decode" and T > 1 and a.stages:
+                # The census kernel's depth: every sweep so far left num_stages at Triton's 3, and K chunks of 64 beat
+                # 128 by 25-30 % (T=8, sweep-moe-census-…T0533), so 32 and deeper pipelines are the unmeasured side.
+                grid += [dict(BLOCK_I=b, BLOCK_K=bk, BLOCK_H=b, BLOCK_K2=bk, num_warps=nw, num_stages=int(ns))
+                         for b in (16, 32) for bk in (32, 64) for nw in (2, 4) for ns in a.stages.split(",")]
             if a.mode == "pairs" and a.spin:
                 grid = [dict(SPIN_SLEEP=int(ns)) for ns in a.spin.split(",")]
             if a.mode == "decode" and T == 1:
