@@ -3,7 +3,7 @@ the floor — side by side in one process, graph-replayed.
 
     python benchmarks/bench_linear.py [--model qwen3-30b-a3b] [--ops qkv_proj,o_proj,router,lm_head]
                                       [--tokens 1,8,32] [--samples 25] [--read-gbps G] [--no-compile]
-                                      [--pdl] [--sweep] [--sweep-samples 7] [--json]
+                                      [--pdl] [--sweep [dot]] [--sweep-samples 7] [--json]
     TRITON_INTERPRET=1 python benchmarks/bench_linear.py --device cpu     # smoke test: tiny shapes, times meaningless
 
 Shapes come from the model preset: qkv_proj W[(Hq + 2·Hk)·D, hidden], o_proj W[hidden, Hq·D], router W[E, hidden],
@@ -84,7 +84,8 @@ def main() -> None:
     ap.add_argument("--read-gbps", type=float, default=None, help="read bandwidth for the floor (GB/s)")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (saves compile time)")
     ap.add_argument("--pdl", action="store_true", help="also time moelab with programmatic dependent launch")
-    ap.add_argument("--sweep", action="store_true", help="also time linear_config's neighbours")
+    ap.add_argument("--sweep", nargs="?", const="all", choices=["all", "dot"], default=None,
+                    help="also time linear_config's neighbours (dot: only the tensor-core kernel's)")
     ap.add_argument("--sweep-samples", type=int, default=7)
     ap.add_argument("--top", type=int, default=5, help="sweep rows printed per shape")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
@@ -164,7 +165,7 @@ def main() -> None:
             if (r["op"], r["T"]) == (name, T) and "moelab" in times:
                 r["moelab_x"] = r["median_us"] / times["moelab"]  # how many times slower than moelab
         if a.sweep:
-            cands = neighbours(cfg, T, N, K, 2)
+            cands = [] if a.sweep == "dot" and not cfg["DOT"] else neighbours(cfg, T, N, K, 2)
             if T <= GEMV_MAX_T and not cfg["DOT"]:
                 cands += neighbours(dot_config(T, N, K, sms=sm_count(dev)), T, N, K, 2)
             for c in cands[:2] if cpu else cands:

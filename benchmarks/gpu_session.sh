@@ -239,8 +239,9 @@ case "${1:?stage A to G}" in
     run trace-b1 45 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
-      # Triton's 3, and chunks of 64 beat 128 by 25-30 %)
-    run sweep-census 420 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
+      # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8 and 32
+    run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
+    run sweep-linear 240 python benchmarks/bench_linear.py --ops qkv_proj,o_proj,lm_head --tokens 8,32 --no-compile --sweep dot --sweep-samples 5
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

@@ -135,11 +135,11 @@ SM90_JOBS = {
                               {"T": 2, "T_PAD": 2, "BLOCK_N": 8, "BLOCK_K": 2048, "VEC": 8, "SPLIT_K": 1,
                                "HAS_BIAS": False, "USE_PDL": True, "WHOLE_K": True},
                               ["x_ptr", "w_ptr", "out_ptr", "part_ptr", "N", "K", "s_xt", "s_wn", "s_ot"]),
-    # The tensor-core form at T=8 (dot_config(8, 5120, 2048): qkv of Qwen3-30B-A3B, 4 splits), PDL-launched.
+    # The tensor-core form at T=8 (dot_config(8, 5120, 2048): qkv of Qwen3-30B-A3B, 8 splits), PDL-launched.
     "linear_dot": ("linear", "_linear_dot_kernel",
                    {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "out_ptr": "*bf16", "part_ptr": "*fp32",
                     "cnt_ptr": "*i32"},
-                   {"T": 8, "T_PAD": 16, "BLOCK_N": 64, "BLOCK_K": 128, "SPLIT_K": 4, "HAS_BIAS": False,
+                   {"T": 8, "T_PAD": 16, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 8, "HAS_BIAS": False,
                     "USE_PDL": True, "PREC": "tf32"},
                    ["x_ptr", "w_ptr", "out_ptr", "part_ptr", "N", "K", "s_xt", "s_wn", "s_ot"]),
     # MoE (decode paths at Qwen3-30B-A3B T=1 / T=8; grouped prefill; routing).
