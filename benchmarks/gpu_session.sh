@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AF    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AG    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -242,6 +242,12 @@ case "${1:?stage A to G}" in
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8 and 32
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
     run sweep-linear 240 python benchmarks/bench_linear.py --ops qkv_proj,o_proj,lm_head --tokens 8,32 --no-compile --sweep dot --sweep-samples 5
+    ;;
+  AG) # the greedy step's end in one launch (greedy_emit: argmax + token write-back, MOELAB_GREEDY_EMIT) at batch 1 and 8
+    run gpu-tests 60 python -m pytest tests/kernels/test_sample.py tests/engine/test_generate.py -k "sample or emit or match_transformers or graph" -q -p no:cacheprovider --tb=short -rf
+    run bench 90 python benchmarks/bench_sample.py --batch 1,8,32
+    run ab-b1 150 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,ge=MOELAB_GREEDY_EMIT
+    run ab-b8 120 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,ge=MOELAB_GREEDY_EMIT
     ;;
 esac
 grep -E "PASS|FAIL|saved|exit|Error|error" "$LOG" | tail -n 40

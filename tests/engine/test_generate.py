@@ -23,13 +23,15 @@ NEEDED_OPS = ("add_rmsnorm", "rmsnorm", "qk_norm_rope", "rope", "decode_attentio
 
 
 # The A/B switches of the session-7 experiments, all on at once: the tensor-core linear from T=1 and in place of
-# cuBLAS up to 64 rows (so also in this prefill), the router logits on moelab's kernel, the one-launch grouping.
+# cuBLAS up to 64 rows (so also in this prefill), the router logits on moelab's kernel, the one-launch grouping, the
+# greedy step's end in one launch.
 SWITCHES = {"MOELAB_LINEAR_DOT_MIN_T": "1", "MOELAB_DENSE_MAX_T": "64", "MOELAB_ROUTER_DENSE": "1",
-            "MOELAB_GROUP_FUSED": "1"}
+            "MOELAB_GROUP_FUSED": "1", "MOELAB_GREEDY_EMIT": "1"}
 
 
 @pytest.mark.parametrize("family,batch,switches", [("qwen3_moe", 2, False), ("qwen2_moe", 2, False),
-                                                   ("qwen3_moe", 1, False), ("qwen3_moe", 2, True)])
+                                                   ("qwen3_moe", 1, False), ("qwen3_moe", 2, True),
+                                                   ("qwen3_moe", 1, True)])
 def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, monkeypatch):
     """impl="moelab": the Triton kernels (interpreted on CPU) in the whole model. Kept tiny: 6 decode steps.
     qwen3_moe: per-head q/k norm; qwen2_moe: shared expert, RoPE only; batch 1: the engine's T=1 paths (the
@@ -50,6 +52,16 @@ def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, 
             return real_dot[grid]
 
     monkeypatch.setattr(linear_mod, "_linear_dot_kernel", CountingDot())
+    from moelab.kernels import sample as sample_mod
+    emits = []
+    real_emit = sample_mod._greedy_emit_kernel
+
+    class CountingEmit:
+        def __getitem__(self, grid):
+            emits.append(grid)
+            return real_emit[grid]
+
+    monkeypatch.setattr(sample_mod, "_greedy_emit_kernel", CountingEmit())
     known = ops.names()  # loads the op modules
     missing = [n for n in NEEDED_OPS if n not in known or ops.REGISTRY[n].kernel is None]
     if missing:
@@ -66,6 +78,7 @@ def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, 
     assert max(rel_err(g.cpu(), r) for g, r in zip(eng.step_logits, ref_steps)) <= REL_TOL
     assert torch.equal(tokens, ref_tokens)
     assert bool(dot_launches) == switches
+    assert len(emits) == (steps if switches else 0)  # one per decode step after the first token
 
 
 # ------------------------------------------------------------------------------------------ sampling

@@ -195,6 +195,11 @@ SM90_JOBS = {
                   {"y_ptr": "*fp32", "extra_ptr": "*fp32", "ids_ptr": "*i32", "out_ptr": "*bf16"},
                   {"K_TOP": 8, "K_PAD": 8, "HAS_EXTRA": False, "BLOCK": 1024},
                   ["y_ptr", "out_ptr", "H", "s_ot"]),
+    "greedy_emit": ("sample", "_greedy_emit_kernel",  # batch 1, V=151,936: 38 chunks of 4096
+                    {"logits_ptr": "*bf16", "part_v_ptr": "*fp32", "part_i_ptr": "*i32", "cnt_ptr": "*i32",
+                     "tok_ptr": "*i64", "out_ptr": "*i64", "step_ptr": "*i64", "pos_ptr": "*i64"},
+                    {"N_CHUNK": 38, "C_PAD": 64, "BLOCK": 4096},
+                    ["logits_ptr", "s_lb"]),
     "route_grouped": ("route", "_route_kernel",
                       {"logits_ptr": "*fp32", "bias_ptr": "*fp32", "w_ptr": "*fp32", "ids_ptr": "*i32",
                        "scaling": "fp32"},
