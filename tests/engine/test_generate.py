@@ -22,6 +22,20 @@ from test_parity import REL_TOL, hf_greedy, rel_err
 NEEDED_OPS = ("add_rmsnorm", "rmsnorm", "qk_norm_rope", "rope", "decode_attention", "route", "fused_moe")
 
 
+def _count_launches(monkeypatch, module, name: str) -> list:
+    """Wrap module.name (a Triton kernel) so each launch appends its grid to the returned list: the switches must
+    have reached the kernel they name."""
+    real, grids = getattr(module, name), []
+
+    class Counting:
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return real[grid]
+
+    monkeypatch.setattr(module, name, Counting())
+    return grids
+
+
 # The A/B switches of the session-7 experiments, all on at once: the tensor-core linear from T=1 and in place of
 # cuBLAS up to 64 rows (so also in this prefill), the router logits on moelab's kernel, the one-launch grouping, the
 # greedy step's end in one launch.
@@ -42,26 +56,9 @@ def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, 
             monkeypatch.setenv(name, value)
         else:
             monkeypatch.delenv(name, raising=False)
-    from moelab.kernels import linear as linear_mod
-    dot_launches = []
-    real_dot = linear_mod._linear_dot_kernel
-
-    class CountingDot:
-        def __getitem__(self, grid):
-            dot_launches.append(grid)
-            return real_dot[grid]
-
-    monkeypatch.setattr(linear_mod, "_linear_dot_kernel", CountingDot())
-    from moelab.kernels import sample as sample_mod
-    emits = []
-    real_emit = sample_mod._greedy_emit_kernel
-
-    class CountingEmit:
-        def __getitem__(self, grid):
-            emits.append(grid)
-            return real_emit[grid]
-
-    monkeypatch.setattr(sample_mod, "_greedy_emit_kernel", CountingEmit())
+    from moelab.kernels import linear as linear_mod, sample as sample_mod
+    dot_launches = _count_launches(monkeypatch, linear_mod, "_linear_dot_kernel")
+    emits = _count_launches(monkeypatch, sample_mod, "_greedy_emit_kernel")
     known = ops.names()  # loads the op modules
     missing = [n for n in NEEDED_OPS if n not in known or ops.REGISTRY[n].kernel is None]
     if missing:
