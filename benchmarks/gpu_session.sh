@@ -232,16 +232,16 @@ case "${1:?stage A to G}" in
     ;;
   AE) # batch 32: the engine's projections on the tensor-core linear instead of cuBLAS (MOELAB_DENSE_MAX_T=64), the
       # grouped path's grouping in one launch instead of ~13 (MOELAB_GROUP_FUSED); the grouped MoE path's tiles at
-      # T=32..256 with token tiles of 16-32 rows; traces of batch 8 and 1 with the per-place labels
+      # T=32 and 256 with token tiles of 16-32 rows; traces of batch 8 and 1 with the per-place labels
     run ab-b32 200 python benchmarks/ab_chain.py --batch 32 --rounds 2 --new-tokens 64 --variants base,d64=MOELAB_DENSE_MAX_T:64,g=MOELAB_GROUP_FUSED,both=MOELAB_DENSE_MAX_T:64+MOELAB_GROUP_FUSED
-    run sweep-grouped 240 python benchmarks/sweep_moe.py --shapes "" --grouped 32,64,256 --samples 10
+    run sweep-grouped 240 python benchmarks/sweep_moe.py --shapes "" --grouped 32,256 --samples 10
     run trace-b8 60 python benchmarks/trace_decode.py --batch 8 --ctx 1024
     run trace-b1 45 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
-      # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8 and 32
+      # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
-    run sweep-linear 240 python benchmarks/bench_linear.py --ops qkv_proj,o_proj,lm_head --tokens 8,32 --no-compile --sweep dot --sweep-samples 5
+    run sweep-linear 240 python benchmarks/bench_linear.py --ops qkv_proj,o_proj,lm_head --tokens 8 --no-compile --sweep dot --sweep-samples 5
     ;;
   AG) # the greedy step's end in one launch (greedy_emit: argmax + token write-back, MOELAB_GREEDY_EMIT) at batch 1 and 8
     run gpu-tests 60 python -m pytest tests/kernels/test_sample.py tests/engine/test_generate.py -k "sample or emit or match_transformers or graph" -q -p no:cacheprovider --tb=short -rf

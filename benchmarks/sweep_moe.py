@@ -154,8 +154,14 @@ def main() -> None:
             if bad:
                 print(f"  {len(bad)} configs failed or wrong, e.g. {bad[0]}")
             results.append(dict(mode=a.mode, shape=name, T=T, floor_us=floor, distinct=distinct, rows=rows))
+            save(a, ceil, results)
     for T in [int(t) for t in a.grouped.split(",") if t]:
         results.append(sweep_grouped(T, ceil, a.samples))
+        save(a, ceil, results)
+
+
+def save(a, ceil, results) -> None:
+    """Write what is measured so far to $OUT (after every shape and T: a step that runs out of time keeps its rows)."""
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], f"sweep_moe_{a.mode}_{a.shapes.replace(',', '-') or 'grouped'}.json"), "w") as fh:
             json.dump(dict(env=timing.env_record(), read_gbps=ceil.read_gbps, results=results), fh, indent=1)
@@ -183,8 +189,8 @@ def sweep_grouped(T: int, ceil, samples: int) -> dict:
         # Few tokens per expert (T=32: ~2.3 of 64 tile rows real): the 64-row token tile spends most of its MMAs on
         # padding (T=32: ~53 GFLOP, ~70 µs of tensor-core time for ~5 GFLOP of real work) and its 512 KB programs leave
         # a long tail. Token tiles of 16-32 rows (mma.sync rather than wgmma) and 32-row weight tiles, 4 warps.
-        cfgs += [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=4, num_stages=ns)
-                 for bm, bn, bk, ns in itertools.product([16, 32], [32, 64, 128], [64, 128], [3, 4])]
+        cfgs += [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, num_warps=4, num_stages=ns)
+                 for bm, bn, ns in itertools.product([16, 32], [32, 64, 128], [3, 4])]
         cfgs += [dict(BLOCK_M=64, BLOCK_N=32, BLOCK_K=64, num_warps=4, num_stages=ns) for ns in (3, 4)]
     cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
     for cfg in cfgs:
