@@ -56,8 +56,8 @@ def neighbours(cfg: dict, T: int, N: int, K: int, elem: int) -> list[dict]:
     tensor-core kernel (cfg["DOT"]): BLOCK_N 32/64/128, BLOCK_K 64/128, SPLIT_K halved/doubled, 3 or 4 stages."""
     if cfg.get("DOT"):
         out = [cfg]
-        for bn, bk, sk, ns in itertools.product((32, 64, 128), (64, 128),
-                                                 (max(1, cfg["SPLIT_K"] // 2), cfg["SPLIT_K"], cfg["SPLIT_K"] * 2), (3, 4)):
+        splits = (max(1, cfg["SPLIT_K"] // 2), cfg["SPLIT_K"], cfg["SPLIT_K"] * 2)
+        for bn, bk, sk, ns in itertools.product((32, 64, 128), (64, 128), splits, (3, 4)):
             c = dict(cfg, BLOCK_N=bn, BLOCK_K=bk, SPLIT_K=min(sk, -(-K // bk)), num_stages=ns)
             if c not in out:
                 out.append(c)
@@ -183,7 +183,8 @@ def main() -> None:
     if a.json:
         report.emit_json(payload)
         return
-    title = f"decode GEMV, {a.model}, {str(dt).removeprefix('torch.')}, graph-replayed" + (" (CPU smoke test: times meaningless)" if cpu else "")
+    title = (f"decode GEMV, {a.model}, {str(dt).removeprefix('torch.')}, graph-replayed"
+             + (" (CPU smoke test: times meaningless)" if cpu else ""))
     cols = ["op", "T", "N", "K", "impl", "median_us", "iqr_us", "floor_us", "pct_floor", "GB/s", "moelab_x"]
     report.table(rows, cols, title=title,
                  caption=f"floor at {gbps:.0f} GB/s ({gbps_source}); moelab_x = time / moelab's time; "
@@ -196,7 +197,8 @@ def main() -> None:
         for (op, T), group in itertools.groupby(sweep_rows, key=lambda r: (r["op"], r["T"])):
             best += sorted(group, key=lambda r: r["median_us"])[: a.top]
         report.table(best, ["op", "T", "DOT", "BLOCK_N", "BLOCK_K", "SPLIT_K", "num_warps", "num_stages", "median_us",
-                            "iqr_us", "pct_floor", "chosen"], title=f"sweep: best {a.top} per shape (chosen = linear_config's)")
+                            "iqr_us", "pct_floor", "chosen"],
+                     title=f"sweep: best {a.top} per shape (chosen = linear_config's)")
 
 
 if __name__ == "__main__":

@@ -66,6 +66,9 @@ def build(model: str | Path, *, weights: str | Path | None = None, random: bool 
     if impl == "moelab" and dev.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise UserError("--impl moelab runs Triton kernels: it needs a CUDA GPU (or TRITON_INTERPRET=1 to "
                         "interpret them on the CPU, slowly); use --impl eager here")
+    if impl == "moelab" and dev.type != "cuda" and dt == torch.bfloat16:
+        raise UserError("--impl moelab on the CPU (the Triton interpreter) cannot run bf16: its tensor-core kernels "
+                        "would give garbage there; pass --dtype fp32 or fp16")
     if max_len < 1:
         raise UserError(f"context length must be at least 1, got {max_len}")
     if batch < 1:

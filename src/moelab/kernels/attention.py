@@ -405,7 +405,8 @@ def decode_attention(
         *out4.stride(), *mid_strides, *new_strides,
         G=g, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
         HAS_WINDOW=window is not None, HAS_SINKS=sinks is not None, FINAL=final,
-        PRECISION=dot_precision(q.dtype, "decode_attention" if _new_kv is None else "decode_attention_kv"),  # fp32 caches get true fp32 products, not tf32
+        # fp32 caches get true fp32 products, not tf32
+        PRECISION=dot_precision(q.dtype, "decode_attention" if _new_kv is None else "decode_attention_kv"),
         TRIGGER=2 if chain else int(final and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset,
         USE_PDL=pdl,
         num_warps=4, num_stages=3, **launch,

@@ -133,7 +133,8 @@ def _linear_kernel(
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
 
-    _store_rows(y, offs_t, offs_n, nmask, b_ptr, out_ptr, part_ptr, cnt_ptr, pid_n, split, N, s_ot, T, SPLIT_K, HAS_BIAS)
+    _store_rows(y, offs_t, offs_n, nmask, b_ptr, out_ptr, part_ptr, cnt_ptr, pid_n, split, N, s_ot,
+                T, SPLIT_K, HAS_BIAS)
 
 
 @triton.jit
@@ -293,9 +294,9 @@ def linear(
     forces either; the GEMV only up to GEMV_MAX_T).
     x, weight, bias and out share one dtype (float16, bfloat16 or float32) and one device; x, weight and out may
     have any row stride but a contiguous last dim; bias is contiguous. `out` [T, N] may be given (not overlapping x).
-    `config` overrides `linear_config`'s keys (DOT, BLOCK_N, BLOCK_K, SPLIT_K, num_warps; num_stages with DOT). `use_pdl` launches with
-    programmatic dependent launch (Hopper+; refused under the Triton interpreter, which cannot run it); at T ≤ 2 it
-    also picks the whole-slice tiling (`linear_config(whole_k=True)`).
+    `config` overrides `linear_config`'s keys (DOT, BLOCK_N, BLOCK_K, SPLIT_K, num_warps; num_stages with DOT).
+    `use_pdl` launches with programmatic dependent launch (Hopper+; refused under the Triton interpreter, which cannot
+    run it); at T ≤ 2 it also picks the whole-slice tiling (`linear_config(whole_k=True)`).
     A split-K launch (SPLIT_K > 1) uses per-device counters: inside a CUDA graph capture it needs one earlier
     eager split-K call on that device, and two split-K calls must not run concurrently on different streams.
     Raises ValueError naming the argument that is wrong; there is no torch fallback.
@@ -368,8 +369,9 @@ def linear(
     if not (_pow2(block_n) and block_n >= (16 if dot else 1) and _pow2(block_k) and block_k >= low
             and _pow2(num_warps) and num_warps <= 8 and isinstance(split, int) and split >= 1
             and (not dot or (isinstance(cfg["num_stages"], int) and cfg["num_stages"] >= 1))):
-        raise ValueError(f"linear: bad config {cfg}: BLOCK_N (≥ {16 if dot else 1}), BLOCK_K (≥ {low}) and num_warps "
-                         f"(≤ 8) must be powers of two, SPLIT_K ≥ 1" + (", num_stages ≥ 1" if dot else ""))
+        stages = ", num_stages ≥ 1" if dot else ""
+        raise ValueError(f"linear: bad config {cfg}: BLOCK_N (≥ {16 if dot else 1}), BLOCK_K (≥ {low}) and "
+                         f"num_warps (≤ 8) must be powers of two, SPLIT_K ≥ 1{stages}")
     n_blk, chunks = cdiv(N, block_n), cdiv(K, block_k)
     k_chunks = cdiv(chunks, min(split, chunks))
     split = cdiv(chunks, k_chunks)  # no empty split
@@ -384,8 +386,8 @@ def linear(
     if dot:
         _linear_dot_kernel[(n_blk, split)](
             *args, T=T, T_PAD=max(16, next_pow2(T)), BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split,
-            HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), PREC=dot_precision(x.dtype, "linear (DOT)"), num_warps=num_warps,
-            num_stages=cfg["num_stages"], **launch,
+            HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), PREC=dot_precision(x.dtype, "linear (DOT)"),
+            num_warps=num_warps, num_stages=cfg["num_stages"], **launch,
         )
         return out
     _linear_kernel[(n_blk, split)](

@@ -210,7 +210,8 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     act = torch.empty(P, I, dtype=x.dtype, device=x.device)
     y = torch.empty(P, H, dtype=torch.float32, device=x.device)
     meta = dict(E_PAD=next_pow2(E), BLOCK_M=bm, BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
-                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], PREC=_prec(x.dtype, "fused_moe (grouped path)"))
+                num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+                PREC=_prec(x.dtype, "fused_moe (grouped path)"))
     _gate_up_kernel[(max_tiles, cdiv(I, cfg["BLOCK_N"]))](
         x, w13, order, start, count, cum_tiles, act, H, I, E, k, x.stride(0), w13.stride(0), w13.stride(1), **meta)
     _down_kernel[(max_tiles, cdiv(H, cfg["BLOCK_N"]))](
