@@ -243,10 +243,12 @@ case "${1:?stage A to G}" in
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
     run sweep-linear 240 python benchmarks/bench_linear.py --ops qkv_proj,o_proj,lm_head --tokens 8 --no-compile --sweep dot --sweep-samples 5
     ;;
-  AG) # the greedy step's end in one launch (greedy_emit: argmax + token write-back, MOELAB_GREEDY_EMIT) at batch 1 and 8
+  AG) # batch 1: the greedy step's end in one launch (greedy_emit: argmax + token write-back, MOELAB_GREEDY_EMIT), and
+      # the pair kernel's phase 1 with all of H in one chunk (MOELAB_PAIRS_K=2048: 64 KB in flight per program, not
+      # two serial 32 KB chunks; 248 registers, no spill, Triton 3.6); greedy_emit at batch 8 too
     run gpu-tests 60 python -m pytest tests/kernels/test_sample.py tests/engine/test_generate.py -k "sample or emit or match_transformers or graph" -q -p no:cacheprovider --tb=short -rf
     run bench 90 python benchmarks/bench_sample.py --batch 1,8,32
-    run ab-b1 150 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,ge=MOELAB_GREEDY_EMIT
+    run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,ge=MOELAB_GREEDY_EMIT,k2048=MOELAB_PAIRS_K:2048,both=MOELAB_GREEDY_EMIT+MOELAB_PAIRS_K:2048
     run ab-b8 120 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,ge=MOELAB_GREEDY_EMIT
     ;;
 esac

@@ -30,6 +30,18 @@ def next_pow2(n: int) -> int:
     return 0 if n <= 0 else 1 << (n - 1).bit_length()
 
 
+def env_int(name: str, default: int) -> int:
+    """An integer A/B switch read at launch time (so `benchmarks/ab_chain.py` can flip it between graph captures):
+    $name, or `default` when unset; a value that is not an integer is a ValueError naming the variable."""
+    v = os.environ.get(name)
+    if v is None:
+        return default
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, not {v!r}") from None
+
+
 def interpreting() -> bool:
     """True under the Triton interpreter (TRITON_INTERPRET=1), which runs kernels as Python on the CPU."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")

@@ -46,13 +46,12 @@ lanes when it sizes BLOCK_K, a performance choice only: any warp size computes t
 from __future__ import annotations
 
 import functools
-import os
 
 import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import CHAIN_MAX_T, cdiv, counters, dot_precision, interpreting, next_pow2
+from moelab.kernels import CHAIN_MAX_T, cdiv, counters, dot_precision, env_int, interpreting, next_pow2
 from moelab.kernels.attention import sm_count
 
 LINEAR_MAX_T = 64  # decode sizes; a larger T belongs to a GEMM (cuBLAS)
@@ -265,13 +264,7 @@ def dot_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132) -
 def dot_min_t() -> int:
     """The smallest T that `linear` runs on tensor cores: DOT_MIN_T, or $MOELAB_LINEAR_DOT_MIN_T (read at every launch,
     so `benchmarks/ab_chain.py` can A/B it in the engine's captured graph); never above GEMV_MAX_T + 1."""
-    v = os.environ.get("MOELAB_LINEAR_DOT_MIN_T")
-    if v is None:
-        return DOT_MIN_T
-    try:
-        return min(int(v), GEMV_MAX_T + 1)
-    except ValueError:
-        raise ValueError(f"MOELAB_LINEAR_DOT_MIN_T must be an integer, not {v!r}") from None
+    return min(env_int("MOELAB_LINEAR_DOT_MIN_T", DOT_MIN_T), GEMV_MAX_T + 1)
 
 
 def _pow2(v) -> bool:

@@ -7,13 +7,11 @@ kernel (`moelab.kernels.linear`) covers decode sizes, 1 ≤ T ≤ 64 tokens.
 
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.nn.functional as F
 
 from moelab import ops
-from moelab.kernels import pdl_supported
+from moelab.kernels import env_int, pdl_supported
 from moelab.kernels.linear import LINEAR_MAX_T
 from moelab.kernels.linear import linear as _linear_kernel
 
@@ -41,13 +39,7 @@ DENSE_MAX_T = 16
 
 
 def dense_max_t() -> int:
-    v = os.environ.get("MOELAB_DENSE_MAX_T")
-    if v is None:
-        return DENSE_MAX_T
-    try:
-        return min(int(v), LINEAR_MAX_T)
-    except ValueError:
-        raise ValueError(f"MOELAB_DENSE_MAX_T must be an integer, not {v!r}") from None
+    return min(env_int("MOELAB_DENSE_MAX_T", DENSE_MAX_T), LINEAR_MAX_T)
 
 
 def dense(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
