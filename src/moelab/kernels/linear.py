@@ -179,10 +179,16 @@ def _linear_dot_kernel(
     pid_n, split, offs_n, nmask, offs_k, offs_t, k_begin, k_end = _program_tile(N, K, K_CHUNKS, T_PAD, BLOCK_N, BLOCK_K)
     tmask = offs_t < T
     w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * s_wn
+    # The first chunk is peeled off the loop and requested before the PDL wait (the weight is no kernel's output), so
+    # it streams while the kernel before this one runs, as the GEMV's first chunk does; the rest is the pipelined loop.
+    kk = k_begin + offs_k
+    kmask = kk < k_end
+    w = tl.load(w_rows + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0, eviction_policy="evict_first")
     if USE_PDL:
-        tl.extra.cuda.gdc_wait()  # the pipeliner issues the first chunks' loads before the loop: all after this
-    acc = tl.zeros((BLOCK_N, T_PAD), dtype=tl.float32)
-    for k0 in range(k_begin, k_end, BLOCK_K):
+        tl.extra.cuda.gdc_wait()  # x and out belong to the previous kernel: touched only from here on
+    xt = tl.load(x_ptr + offs_t[None, :] * s_xt + kk[:, None], mask=tmask[None, :] & kmask[:, None], other=0.0)
+    acc = tl.dot(w, xt, tl.zeros((BLOCK_N, T_PAD), dtype=tl.float32), input_precision=PREC)
+    for k0 in range(k_begin + BLOCK_K, k_end, BLOCK_K):
         kk = k0 + offs_k
         kmask = kk < k_end
         w = tl.load(w_rows + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0,
