@@ -46,7 +46,8 @@ def close():
 # kernels as Python and cannot see compile-time errors (a variable whose type differs between the branches of a
 # runtime `if`, an argument specialised to a constant on one side only, an unsupported dot shape), nor what the
 # code becomes (vector loads, pipelined copies, libdevice calls). Each entry: (module, kernel, argument types
-# (default i32), constexpr / specialised values, arguments Triton marks 16-divisible at run time).
+# (default i32), constexpr / specialised values, the integer arguments Triton marks 16-divisible at run time; every
+# pointer is marked, as a real launch of torch tensors is).
 SM90_JOBS = {
     "add_rmsnorm": ("rmsnorm", "_add_rmsnorm_kernel",
                     {"x_ptr": "*bf16", "res_ptr": "*bf16", "w_ptr": "*bf16", "out_ptr": "*bf16",
@@ -224,7 +225,10 @@ jobs, out = json.loads(sys.argv[1]), {}
 for name, (module, kernel, types, consts, div16) in jobs.items():
     fn = getattr(importlib.import_module("moelab.kernels." + module), kernel)
     sig = {n: ("constexpr" if n in consts else types.get(n, "i32")) for n in fn.arg_names}
-    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in div16}
+    # Every pointer is 16-byte aligned, as a real launch specialises it (torch allocations are); integers only where
+    # the job says so.
+    marked = set(div16) | {n for n in fn.arg_names if sig[n].startswith("*")}
+    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in marked}
     try:
         k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
