@@ -135,12 +135,12 @@ def main() -> None:
         sets = [(torch.randn(T, K, device=dev).to(dt), (torch.randn(N, K, device=dev) * K ** -0.5).to(dt))
                 for _ in range(n_sets)]
         ref = reference(*sets[0])
-        for impl in ("moelab", "moelab_dot"):
-            got = impls[impl](*sets[0])
-            e = ((got.double() - ref.double()).norm() / ref.double().norm()).item()
+        errs = {impl: ((impls[impl](*sets[0]).double() - ref.double()).norm() / ref.double().norm()).item()
+                for impl in ("moelab", "moelab_dot")}
+        for impl, e in errs.items():
             if not e <= 2e-2:
                 raise SystemExit(f"bench_linear: {impl} is off by {e:.3g} (rel) at {name} T={T}; not timing it")
-            err = e if impl == "moelab" else err
+        err = errs["moelab"]
         cfg = linear_config(T, N, K, elem_bytes=2, sms=sm_count(dev), dot=T >= dot_min_t())
         launches = timing.count_launches(impls["moelab"], sets[0])
         assert launches in (None, 1), f"moelab launched {launches} kernels at {name} T={T}, not 1"

@@ -9,7 +9,6 @@ device, no sync — because a CUDA graph replays the default generator's state, 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
@@ -18,6 +17,7 @@ from moelab import ops
 from moelab.engine.cache import KVCache
 from moelab.engine.config import EngineConfig
 from moelab.engine.model import Model
+from moelab.kernels import env_flag
 from moelab.errors import UserError
 
 
@@ -78,6 +78,7 @@ class Engine:
         self.embed = weights["embed"]
         self.device, self.dtype = self.embed.device, self.embed.dtype
         self.model = Model(cfg, weights, impl)
+        self._greedy_emit = ops.get("greedy_emit", "moelab") if impl == "moelab" else None
         self.cache = KVCache(cfg, batch, max_len, self.dtype, self.device)
         # The eager references are not capturable (the MoE reference asks the host which experts were hit),
         # and they are the "before" of every comparison anyway: they launch from Python.
@@ -128,10 +129,10 @@ class Engine:
     def _step(self, out: torch.Tensor, step: torch.Tensor) -> None:
         """One decode step on the fixed buffers: logits for (tok, pos); greedy: next token, written back."""
         self.logits.copy_(self.model.decode(self.tok, self.pos, self.cache))
-        if self.sampling.greedy and self.model.impl == "moelab" and os.environ.get("MOELAB_GREEDY_EMIT") == "1":
+        if self.sampling.greedy and self._greedy_emit is not None and env_flag("MOELAB_GREEDY_EMIT"):
             # An A/B, unmeasured: argmax, tok, out[:, step], pos + 1 and step + 1 in one launch (`greedy_emit`)
             # instead of torch's one-block argmax and four one-element kernels (~21 µs of step at batch 1).
-            ops.get("greedy_emit", "moelab")(self.logits, self.tok, out, step, self.pos)
+            self._greedy_emit(self.logits, self.tok, out, step, self.pos)
             return
         self.pos.add_(1)
         if self.sampling.greedy:

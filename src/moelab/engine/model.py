@@ -16,14 +16,13 @@ Which code runs where:
 
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.nn.functional as F
 
 from moelab import ops
 from moelab.engine.cache import KVCache
 from moelab.engine.config import ATTENTION, EngineConfig
+from moelab.kernels import env_flag
 from moelab.kernels.router import FUSED_ROUTER_MAX_T
 from moelab.ops.linear import dense_for
 
@@ -122,7 +121,7 @@ class MoE:
         self.route, self.fused_moe = ops.get("route", impl), ops.get("fused_moe", impl)
         # Decode: the router logits and the routing in one launch (moelab); prefill: a GEMM, then `route`.
         self.fused_router = ops.get("router", impl) if impl == "moelab" else None
-        self.dense = dense_for(impl) if impl == "moelab" else None
+        self.dense = dense_for(impl)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         k, renorm = self.cfg.top_k, self.cfg.norm_topk_prob
@@ -131,8 +130,7 @@ class MoE:
         else:
             # MOELAB_ROUTER_DENSE=1 (an A/B, unmeasured): the logits on moelab's decode kernel (`dense`) instead of
             # cuBLAS, which took 5.3 µs for this 0.5 MB GEMV at batch 8 (trace-decode-…T131950).
-            dense = self.dense if self.dense is not None and os.environ.get("MOELAB_ROUTER_DENSE") == "1" else F.linear
-            logits = dense(x, self.router)  # [T, E]
+            logits = (self.dense if env_flag("MOELAB_ROUTER_DENSE") else F.linear)(x, self.router)  # [T, E]
             weights, ids = self.route(logits, k, "softmax", renorm)  # [T, k]
         return self.fused_moe(x, self.w13, self.w2, weights, ids, self.shared)
 

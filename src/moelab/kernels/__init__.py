@@ -42,6 +42,12 @@ def env_int(name: str, default: int) -> int:
         raise ValueError(f"{name} must be an integer, not {v!r}") from None
 
 
+def env_flag(name: str, default: bool = False) -> bool:
+    """An on/off A/B switch read at launch time, like `env_int`: $name set to anything but "" or "0" is on."""
+    v = os.environ.get(name)
+    return default if v is None else v not in ("", "0")
+
+
 def interpreting() -> bool:
     """True under the Triton interpreter (TRITON_INTERPRET=1), which runs kernels as Python on the CPU."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
@@ -59,7 +65,7 @@ def pdl_supported(device: torch.device) -> bool:
     is such a chain (`chain_pdl`). A PDL-launched kernel reads nothing a previous kernel wrote, and writes nothing,
     before its `gdc_wait` — every program of it calls the wait.
     """
-    if device.type != "cuda" or interpreting() or os.environ.get("MOELAB_PDL", "1") == "0":
+    if device.type != "cuda" or interpreting() or not env_flag("MOELAB_PDL", True):
         return False
     return _hopper_or_newer(device.index if device.index is not None else torch.cuda.current_device())
 

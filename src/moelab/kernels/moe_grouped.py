@@ -18,13 +18,11 @@ Steps (no host synchronisation, so it can be graph-captured):
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, next_pow2
+from moelab.kernels import cdiv, env_flag, next_pow2
 from moelab.kernels import dot_precision as _prec
 
 
@@ -171,7 +169,7 @@ GROUP_FUSED_MAX_P = 1024  # one program loops over the pairs twice: at P=1024 (T
 def group_fused(P: int) -> bool:
     """Whether the grouping runs as `_group_kernel` (one launch) rather than torch ops: $MOELAB_GROUP_FUSED=1 and
     P ≤ GROUP_FUSED_MAX_P. Off by default until the H200 measures it (benchmarks/gpu_session.sh AE)."""
-    return os.environ.get("MOELAB_GROUP_FUSED", "0") not in ("", "0") and P <= GROUP_FUSED_MAX_P
+    return env_flag("MOELAB_GROUP_FUSED") and P <= GROUP_FUSED_MAX_P
 
 
 def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool):
