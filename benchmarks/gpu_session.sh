@@ -246,7 +246,7 @@ case "${1:?stage A to G}" in
   AG) # batch 1: the greedy step's end in one launch (greedy_emit: argmax + token write-back, MOELAB_GREEDY_EMIT), and
       # the pair kernel's phase 1 with all of H in one chunk (MOELAB_PAIRS_K=2048: 64 KB in flight per program, not
       # two serial 32 KB chunks; 248 registers, no spill, Triton 3.6); greedy_emit at batch 8 too
-    run gpu-tests 60 python -m pytest tests/kernels/test_sample.py tests/engine/test_generate.py -k "sample or emit or match_transformers or graph" -q -p no:cacheprovider --tb=short -rf
+    run gpu-tests 90 python -m pytest tests/kernels/test_sample.py tests/kernels/test_moe_custom_op.py tests/engine/test_generate.py -k "sample or emit or match_transformers or graph" -q -p no:cacheprovider --tb=short -rf
     run bench 90 python benchmarks/bench_sample.py --batch 1,8,32
     run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,ge=MOELAB_GREEDY_EMIT,k2048=MOELAB_PAIRS_K:2048,both=MOELAB_GREEDY_EMIT+MOELAB_PAIRS_K:2048
     run ab-b8 120 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,ge=MOELAB_GREEDY_EMIT

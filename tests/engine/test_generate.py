@@ -37,10 +37,9 @@ def _count_launches(monkeypatch, module, name: str) -> list:
 
 
 # The A/B switches of the session-7 experiments, all on at once: the tensor-core linear from T=1 and in place of
-# cuBLAS up to 64 rows (so also in this prefill), the router logits on moelab's kernel, the one-launch grouping, the
-# greedy step's end in one launch.
-SWITCHES = {"MOELAB_LINEAR_DOT_MIN_T": "1", "MOELAB_DENSE_MAX_T": "64", "MOELAB_ROUTER_DENSE": "1",
-            "MOELAB_GROUP_FUSED": "1", "MOELAB_GREEDY_EMIT": "1"}
+# cuBLAS up to 64 rows (so also in this prefill), the one-launch grouping, the greedy step's end in one launch.
+SWITCHES = {"MOELAB_LINEAR_DOT_MIN_T": "1", "MOELAB_DENSE_MAX_T": "64", "MOELAB_GROUP_FUSED": "1",
+            "MOELAB_GREEDY_EMIT": "1"}
 
 
 @pytest.mark.parametrize("family,batch,switches", [("qwen3_moe", 2, False), ("qwen2_moe", 2, False),
@@ -75,7 +74,10 @@ def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, 
     assert max(rel_err(g.cpu(), r) for g, r in zip(eng.step_logits, ref_steps)) <= REL_TOL
     assert torch.equal(tokens, ref_tokens)
     assert bool(dot_launches) == switches
-    assert len(emits) == (steps if switches else 0)  # one per decode step after the first token
+    if dev == "cpu":  # one per decode step after the first token
+        assert len(emits) == (steps if switches else 0)
+    else:  # a CUDA graph's replays launch nothing the counter sees: only the warm-up and capture calls
+        assert bool(emits) == switches
 
 
 # ------------------------------------------------------------------------------------------ sampling

@@ -34,9 +34,10 @@ def poisoned(T, N, dtype):
 @pytest.mark.parametrize("N,K", SHAPES)
 @pytest.mark.parametrize("bias", [False, True])
 def test_matches_reference(T, N, K, dtype, bias, close):
+    """The GEMV (forced from DOT_MIN_T on: the tensor-core form has its own tests, below)."""
     x, w, b = make(T, N, K, dtype, seed=T * 1000 + N + K, bias=bias)
     out = poisoned(T, N, dtype)
-    got = linear(x, w, b, out=out)
+    got = linear(x, w, b, out=out, config=dict(DOT=False))
     assert got is out
     assert not got.isnan().any(), "some outputs were never written"
     close(got, linear_reference(x, w, b))
@@ -50,7 +51,7 @@ def test_random_shapes_and_configs(seed, close):
     T, N, K = 1 + pick(GEMV_MAX_T), 1 + pick(40), 1 + pick(500)
     dtype = DTYPES[pick(3)]
     vec = 16 // torch.empty(0, dtype=dtype).element_size()
-    cfg = dict(BLOCK_N=[1, 2, 4, 8][pick(4)], BLOCK_K=[vec, 16, 64, 128, 512][pick(5)], SPLIT_K=1 + pick(5),
+    cfg = dict(DOT=False, BLOCK_N=[1, 2, 4, 8][pick(4)], BLOCK_K=[vec, 16, 64, 128, 512][pick(5)], SPLIT_K=1 + pick(5),
                num_warps=[1, 2, 4][pick(3)])
     cfg["BLOCK_K"] = max(cfg["BLOCK_K"], vec)
     while T * -(-N // cfg["BLOCK_N"]) * -(-K // cfg["BLOCK_K"]) > 3000:  # the interpreter's cost: keep it short
@@ -275,8 +276,9 @@ class _Recorder:
         return lambda *args, **kwargs: self.calls.append((grid, kwargs))
 
 
-@pytest.mark.parametrize("env,T,dot", [(None, 1, False), (None, GEMV_MAX_T, False), (None, GEMV_MAX_T + 1, True),
-                                       (None, LINEAR_MAX_T, True), ("4", 3, False), ("4", 4, True), ("1", 1, True),
+@pytest.mark.parametrize("env,T,dot", [(None, 1, False), (None, DOT_MIN_T - 1, False), (None, DOT_MIN_T, True),
+                                       (None, GEMV_MAX_T, True), (None, GEMV_MAX_T + 1, True),
+                                       (None, LINEAR_MAX_T, True), ("8", 7, False), ("8", 8, True), ("1", 1, True),
                                        ("99", GEMV_MAX_T, False), ("99", GEMV_MAX_T + 1, True)])
 def test_which_kernel_runs(monkeypatch, env, T, dot):
     """The GEMV below dot_min_t() (DOT_MIN_T, or $MOELAB_LINEAR_DOT_MIN_T for an A/B), tensor cores from there;
@@ -297,7 +299,7 @@ def test_which_kernel_runs(monkeypatch, env, T, dot):
     if T <= GEMV_MAX_T:
         linear(x, w, config=dict(DOT=not dot))
         assert len(tc.calls) == len(gemv.calls) == 1  # the other kernel, forced
-    assert DOT_MIN_T == GEMV_MAX_T + 1 and (env is not None or dot_min_t() == DOT_MIN_T)
+    assert env is not None or dot_min_t() == DOT_MIN_T
 
 
 @pytest.mark.parametrize("env,T,kernel", [(None, 16, True), (None, 17, False), ("64", 32, True), ("64", 65, False),

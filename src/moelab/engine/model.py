@@ -22,7 +22,6 @@ import torch.nn.functional as F
 from moelab import ops
 from moelab.engine.cache import KVCache
 from moelab.engine.config import ATTENTION, EngineConfig
-from moelab.kernels import env_flag
 from moelab.kernels.router import FUSED_ROUTER_MAX_T
 from moelab.ops.linear import dense_for
 
@@ -128,9 +127,10 @@ class MoE:
         if self.fused_router is not None and x.shape[0] <= FUSED_ROUTER_MAX_T:
             weights, ids = self.fused_router(x, self.router, k, "softmax", renorm)  # [T, k]
         else:
-            # MOELAB_ROUTER_DENSE=1 (an A/B, unmeasured): the logits on moelab's decode kernel (`dense`) instead of
-            # cuBLAS, which took 5.3 µs for this 0.5 MB GEMV at batch 8 (trace-decode-…T131950).
-            logits = (self.dense if env_flag("MOELAB_ROUTER_DENSE") else F.linear)(x, self.router)  # [T, E]
+            # The logits on `dense` (moelab's decode kernel up to its dense_max_t(), else cuBLAS): cuBLAS took 5.3 µs
+            # for this 0.5 MB GEMV at batch 8 (trace-decode-…T131950); the batch-8 step went 8.24 → 8.18 ms per token
+            # with moelab's (H200, session 8, ab-chain-…T213813, with the tensor-core linear from T=4 in both).
+            logits = self.dense(x, self.router)  # [T, E]
             weights, ids = self.route(logits, k, "softmax", renorm)  # [T, k]
         return self.fused_moe(x, self.w13, self.w2, weights, ids, self.shared)
 

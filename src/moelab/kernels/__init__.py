@@ -53,6 +53,14 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+def check_device(t: torch.Tensor, name: str) -> None:
+    """A launcher's first argument must be a CUDA tensor, or any tensor under the interpreter: Triton given a CPU
+    tensor on a machine with a GPU fails deep in its launcher ("Pointer argument cannot be accessed")."""
+    if t.device.type != "cuda" and not interpreting():
+        raise ValueError(f"{name} is on {t.device}; moelab's Triton kernels need a CUDA tensor (or TRITON_INTERPRET=1 "
+                         "to run them on the CPU)")
+
+
 def pdl_supported(device: torch.device) -> bool:
     """Programmatic dependent launch on `device`: a CUDA GPU of compute capability ≥ 9 (Hopper), not the
     interpreter (griddepcontrol is inline PTX), and not switched off with MOELAB_PDL=0.

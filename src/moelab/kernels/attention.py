@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, dot_precision, next_pow2, pdl_supported
+from moelab.kernels import cdiv, chain_pdl, check_device, dot_precision, next_pow2, pdl_supported
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
 _LOG2E = 1.4426950408889634
@@ -321,6 +321,7 @@ def decode_attention(
     """
     if q.dim() not in (3, 4):
         raise ValueError(f"decode_attention: q must be [B, Hq, D] or [B, Q, Hq, D]; got {tuple(q.shape)}")
+    check_device(q, "decode_attention: q")
     q4 = q.unsqueeze(1) if q.dim() == 3 else q
     b, nq, hq, d = q4.shape
     if k_cache.dim() != 4 or v_cache.shape != k_cache.shape:

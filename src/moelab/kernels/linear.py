@@ -51,7 +51,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import CHAIN_MAX_T, cdiv, counters, dot_precision, env_int, interpreting, next_pow2
+from moelab.kernels import CHAIN_MAX_T, cdiv, check_device, counters, dot_precision, env_int, interpreting, next_pow2
 from moelab.kernels.attention import sm_count
 
 LINEAR_MAX_T = 64  # decode sizes; a larger T belongs to a GEMM (cuBLAS)
@@ -59,9 +59,12 @@ GEMV_MAX_T = 16  # the GEMV holds [T, BLOCK_N, vectors] accumulators in register
 # From this T on, `linear` runs the tensor-core kernel. The GEMV's sm_90 loop at T=8 (ptxas + nvdisasm, Triton 3.9,
 # 2026-12-01) is ~475 instructions per thread per 32 bytes of weight: at 4.6 TB/s that is ~2× the SMs' issue rate,
 # so the GEMV cannot stream at the floor there (batch 8's trace, trace-decode-…T131950: 19 µs per projection on
-# average, lm_head included, against ~4 µs floors). The tensor-core kernel is not yet measured on a GPU, so the
-# shipped threshold keeps the GEMV up to 16 tokens (what every record so far ran); A/B: MOELAB_LINEAR_DOT_MIN_T.
-DOT_MIN_T = GEMV_MAX_T + 1
+# average, lm_head included, against ~4 µs floors). Measured (H200, session 8, bench-linear-…T213552, graph-replayed,
+# µs GEMV → tensor cores): T=4 qkv 11.7 → 11.4, o_proj 8.7 → 8.8, lm_head 258 → 151; T=8 qkv 17.0 → 11.7, o_proj
+# 15.0 → 9.0, lm_head 409 → 153; T=1 the GEMV wins (9.4 vs 11.5 qkv). The batch-8 step (ab-chain-…T213813): 9.05 →
+# 8.23 ms per token with the tensor-core kernel from T=4 or T=8 alike. T=2..3 is unmeasured: the GEMV stays there.
+# MOELAB_LINEAR_DOT_MIN_T overrides it (A/B, tests).
+DOT_MIN_T = 4
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
@@ -308,6 +311,7 @@ def linear(
     N = weight.shape[0]
     if x.dtype not in _DTYPES:
         raise ValueError(f"linear: x has dtype {x.dtype}; expected float16, bfloat16 or float32")
+    check_device(x, "linear: x")
     if weight.shape[1] != K:
         raise ValueError(f"linear: weight is {tuple(weight.shape)} but x is {tuple(x.shape)}: K differs")
     if weight.dtype != x.dtype:

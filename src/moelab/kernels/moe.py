@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from moelab.kernels import check_device
 from moelab.ops.moe import check_moe_args
 
 # Census-decode vs grouped, in T·k pairs. Measured on the H200 (bench-moe, 2026-12-01, Qwen3-30B-A3B): census
@@ -41,6 +42,7 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
     """
     capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
     check_moe_args(x, w13, w2, topk_weights, topk_ids, shared, check_ids=(not capturing) if validate is None else validate)
+    check_device(x, "fused_moe: x")
     T, H = x.shape
     for name, t in (("x", x), ("w13", w13), ("w2", w2)):
         if t.stride(-1) != 1:

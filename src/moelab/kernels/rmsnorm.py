@@ -17,13 +17,11 @@ offset=True the product with (1 + w) is taken in fp32 and rounded once (Qwen3-Ne
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import chain_pdl, next_pow2, pdl_supported
+from moelab.kernels import chain_pdl, check_device, next_pow2, pdl_supported
 
 _MAX_H = 32768  # one row lives in registers; beyond this a two-pass loop would be needed (no model needs it)
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -73,11 +71,6 @@ def _add_rmsnorm_kernel(
     tl.store(out_ptr + row * sor + cols * soc, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def _check_device(t: torch.Tensor, name: str) -> None:
-    if t.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-        raise ValueError(f"{name} is on {t.device}; moelab's Triton kernels need a CUDA tensor (or TRITON_INTERPRET=1)")
-
-
 def _launch_params(h: int) -> tuple[int, int]:
     """BLOCK_H = next power of two ≥ H; about 16 elements per thread on a 32-wide warp, 1..16 warps.
 
@@ -121,7 +114,7 @@ def add_rmsnorm(
     copied = weight.stride(0) != 1
     if copied:
         weight = weight.contiguous()  # H elements, read once: a copy is cheaper than a strided path
-    _check_device(x, "add_rmsnorm: x")
+    check_device(x, "add_rmsnorm: x")
     if residual is not None:
         if residual.shape != x.shape or residual.dtype != x.dtype or residual.device != x.device:
             raise ValueError(

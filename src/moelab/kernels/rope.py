@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, next_pow2
+from moelab.kernels import cdiv, check_device, next_pow2
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _INV_FREQ: dict[tuple[float, int, torch.device], torch.Tensor] = {}
@@ -250,6 +250,7 @@ def qk_norm_rope(
         raise TypeError(f"qk_norm_rope: positions has dtype {positions.dtype}; expected int32 or int64")
     q_weight, k_weight, rotary_dim, out_dtype, norm = norm_rope_args("qk_norm_rope", q, q_weight, k_weight, rotary_dim,
                                                                      offset)
+    check_device(q, "qk_norm_rope: q")
     for name, o, ref in (("q_out", q_out, q), ("k_out", k_out, k)):
         if o is not None and (o.shape != ref.shape or o.dtype != out_dtype or o.device != dev):
             raise ValueError(f"qk_norm_rope: {name} must be {tuple(ref.shape)} {out_dtype} on {dev}")

@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import next_pow2
+from moelab.kernels import check_device, next_pow2
 from moelab.ops.moe import _check_route_args
 
 _SCORING_CODE = {"softmax": 0, "topk_softmax": 1, "sigmoid": 2}
@@ -119,6 +119,7 @@ def route(
     Returns (topk_weights[T, k] fp32, topk_ids[T, k] int32); `out` may pass both buffers.
     """
     _check_route_args(router_logits, k, scoring, correction_bias, n_group, topk_group)
+    check_device(router_logits, "route: router_logits")
     T, E = router_logits.shape
     if router_logits.stride(1) != 1:
         raise ValueError("router_logits must be contiguous along the expert dimension")

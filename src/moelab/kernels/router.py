@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, counters, next_pow2, pdl_supported
+from moelab.kernels import cdiv, chain_pdl, check_device, counters, next_pow2, pdl_supported
 from moelab.kernels.route import _SCORING_CODE, _route_row
 from moelab.ops.moe import _check_route_args
 
@@ -102,6 +102,7 @@ def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softma
     x [T, H] (T ≤ ROUTER_MAX_T), weight [E, H]. Returns (topk_weights [T, k] fp32, topk_ids [T, k] int32).
     """
     check_router_args(x, weight)
+    check_device(x, "router: x")
     T, H = x.shape
     E = weight.shape[0]
     _check_route_args(torch.empty(T, E, device="meta"), k, scoring, correction_bias, n_group, topk_group)

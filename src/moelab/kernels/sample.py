@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, counters, interpreting, next_pow2
+from moelab.kernels import cdiv, check_device, counters, interpreting, next_pow2
 
 BLOCK = 4096  # logits per program: V=151,936 → 38 programs a row, 32 values a thread at 4 warps
 
@@ -81,6 +81,7 @@ def greedy_emit(logits: torch.Tensor, tok: torch.Tensor, out: torch.Tensor, step
     A step outside [0, N) (it lives on the device: not checked on the host) writes no token into out.
     """
     _check(logits, tok, out, step, pos)
+    check_device(logits, "greedy_emit: logits")
     B, V = logits.shape
     if B == 0:
         return
