@@ -238,6 +238,13 @@ case "${1:?stage A to G}" in
     run trace-b8 60 python benchmarks/trace_decode.py --batch 8 --ctx 1024
     run trace-b1 45 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     ;;
+  AH) # session 8's records with what AD/AG/AE adopted (the tensor-core linear from T=4, the router logits on dense,
+      # greedy_emit): decode at batch 1, 8 and 32, and the engine's GPU tests
+    run hw 90 python -m moelab hw --save
+    run decode 100 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-b8 160 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
+    run gpu-tests 120 python -m pytest tests/kernels/test_moe_custom_op.py tests/engine/test_generate.py -k "match_transformers or graph" -q -p no:cacheprovider --tb=short -rf
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

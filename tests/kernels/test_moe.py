@@ -276,22 +276,6 @@ def test_grouped_path_with_fused_grouping(monkeypatch):
     assert mg.group_fused(256) and mg.group_fused(mg.GROUP_FUSED_MAX_P) and not mg.group_fused(mg.GROUP_FUSED_MAX_P + 1)
 
 
-def test_pairs_phase1_chunk_switch(monkeypatch):
-    """MOELAB_PAIRS_K (an A/B): phase 1's chunk of H; all of H in one chunk computes the same; a bad value is named."""
-    from moelab.kernels.moe_pairs import moe_pairs, pairs_config
-    monkeypatch.delenv("MOELAB_PAIRS_K", raising=False)
-    assert pairs_config(1, 8, 2048, 768)["BLOCK_K"] == 1024
-    monkeypatch.setenv("MOELAB_PAIRS_K", "2048")
-    assert pairs_config(1, 8, 2048, 768)["BLOCK_K"] == 2048
-    x, w13, w2, w, ids, _ = make(1, 8, 2048, 32, 4, torch.float32, seed=4)
-    got = moe_pairs(x, w13, w2, w, ids, out=poisoned(1, 2048, x.dtype))
-    assert rel(got, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
-    for bad, match in (("wide", "must be an integer"), ("100", "must be a power of two")):
-        monkeypatch.setenv("MOELAB_PAIRS_K", bad)
-        with pytest.raises(ValueError, match=f"MOELAB_PAIRS_K {match}"):
-            pairs_config(1, 8, 2048, 768)
-
-
 def test_bad_id_poisons_row_when_unchecked():
     """With the host check off (as under graph capture), a bad id gives NaN for its token, never a quiet answer."""
     for path in ("pairs", "decode"):

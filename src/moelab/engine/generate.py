@@ -17,7 +17,6 @@ from moelab import ops
 from moelab.engine.cache import KVCache
 from moelab.engine.config import EngineConfig
 from moelab.engine.model import Model
-from moelab.kernels import env_flag
 from moelab.errors import UserError
 
 
@@ -129,9 +128,10 @@ class Engine:
     def _step(self, out: torch.Tensor, step: torch.Tensor) -> None:
         """One decode step on the fixed buffers: logits for (tok, pos); greedy: next token, written back."""
         self.logits.copy_(self.model.decode(self.tok, self.pos, self.cache))
-        if self.sampling.greedy and self._greedy_emit is not None and env_flag("MOELAB_GREEDY_EMIT"):
-            # An A/B, unmeasured: argmax, tok, out[:, step], pos + 1 and step + 1 in one launch (`greedy_emit`)
-            # instead of torch's one-block argmax and four one-element kernels (~21 µs of step at batch 1).
+        if self.sampling.greedy and self._greedy_emit is not None:
+            # argmax, tok, out[:, step], pos + 1 and step + 1 in one launch (`greedy_emit`) instead of torch's
+            # one-block argmax and four one-element kernels: batch 1 2.43 → 2.41 ms per token, batch 8 8.18 → 8.17
+            # (H200, session 8, ab-chain-…T214730 / …T214834, the same tokens).
             self._greedy_emit(self.logits, self.tok, out, step, self.pos)
             return
         self.pos.add_(1)

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, counters, env_int, interpreting, next_pow2
+from moelab.kernels import cdiv, chain_pdl, counters, interpreting, next_pow2
 from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, spin_asm
 
 
@@ -158,13 +158,10 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     # (…T172434), though the smaller tiles cut the kernel from 255 to 219 registers.
     # Phase-1 programs doing 2 or 3 row blocks each (the expert id and the program start paid once per 2-3 blocks,
     # 384 or 256 programs for 768) lost too: 2.558 and 2.683 against 2.432 ms, the same tokens (…T174715).
-    # MOELAB_PAIRS_K (an A/B, unmeasured): phase 1's chunk of H. At 2048 (all of Qwen3-30B-A3B's H) a program requests
-    # its whole 8 × 2 rows (64 KB) at once instead of two serial 32 KB chunks, twice the bytes in flight per SM at the
-    # same 2 programs per SM: 248 registers, no spill, on Triton 3.6 for sm_90 (239 at 1024). Never swept (512, 1024).
-    block_k = env_int("MOELAB_PAIRS_K", 1024)
-    if block_k < 16 or block_k & (block_k - 1):
-        raise ValueError(f"MOELAB_PAIRS_K must be a power of two ≥ 16, not {block_k}")
-    return dict(BLOCK_I=8, BLOCK_K=block_k, BLOCK_H=32, BLOCK_K2=256, num_warps=4, SPIN_SLEEP=sleep)
+    # Phase 1's chunk of H at 2048 (all of Qwen3-30B-A3B's H: a program requests its whole 8 × 2 rows, 64 KB, at once
+    # instead of two serial 32 KB chunks; 248 registers, no spill, Triton 3.6) lost: 2.43 → 2.58 ms per token at
+    # batch 1 (H200, session 8, ab-chain-…T214730), against a predicted 3-5 % gain.
+    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=256, num_warps=4, SPIN_SLEEP=sleep)
 
 
 def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):
