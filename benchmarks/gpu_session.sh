@@ -245,6 +245,13 @@ case "${1:?stage A to G}" in
     run decode-b8 160 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
     run gpu-tests 120 python -m pytest tests/kernels/test_moe_custom_op.py tests/engine/test_generate.py -k "match_transformers or graph" -q -p no:cacheprovider --tb=short -rf
     ;;
+  AI) # the grouped path's 16-row tiles at ≤ 2 pairs an expert (sweep-grouped at T=32 in AE): decode at batch 8 and
+      # 32, the grouped tiles at T=64 and 128 (unmeasured between), the MoE bench for the records, a batch-32 trace
+    run decode-b8 100 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
+    run sweep-grouped 80 python benchmarks/sweep_moe.py --shapes "" --grouped 64,128 --samples 10
+    run bench-moe 170 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    run trace-b32 60 python benchmarks/trace_decode.py --batch 32 --ctx 1024
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -154,12 +154,17 @@ def _sum_k_kernel(y_ptr, extra_ptr, ids_ptr, out_ptr, H, E, s_ot, K_TOP: tl.cons
     tl.store(out_ptr + t * s_ot + offs, acc.to(out_ptr.dtype.element_ty), mask=m)
 
 
-def grouped_config(P: int, H: int, I: int) -> dict:
-    """Tile sizes: best of benchmarks/sweep_moe.py --grouped on the H200 (2026-12-01), Qwen3-30B-A3B:
-    T=256 (2k pairs) 64×64 tiles, 4 warps, 3 stages (380 µs); T=4096 (32k pairs) 128×128, 8 warps,
-    4 stages (1,080 µs = 286 TFLOP/s, 36 % of the measured bf16 rate: far from done)."""
+def grouped_config(P: int, E: int, H: int, I: int) -> dict:
+    """Tile sizes for P (token, expert) pairs over E experts: best of benchmarks/sweep_moe.py --grouped on the H200,
+    Qwen3-30B-A3B. T=32 (256 pairs, 2 a expert on average; session 8, sweep_moe_decode_grouped at 47718fc): 16-row
+    tiles of 32 columns 329 µs, 64 × 64 342 µs — a 64-row tile spends most of its MMA rows on padding; T=256 (2k
+    pairs) 64 × 64, 4 warps, 3 stages (389 µs; 32-row tiles 390-394); T=4096 (32k pairs) 128 × 128, 8 warps,
+    4 stages (1,080 µs = 286 TFLOP/s, 36 % of the measured bf16 rate: far from done). Between 2 and 16 pairs per
+    expert (T=64..128 here) it is unmeasured: 64-row tiles."""
     if P >= 8192:
         return dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=4)
+    if P <= 2 * E:
+        return dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=64, num_warps=4, num_stages=3)
     return dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3)
 
 
@@ -244,7 +249,7 @@ def moe_grouped(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, co
     T, H = x.shape
     k = topk_ids.shape[1]
     topk_ids = topk_ids.contiguous()  # _group_kernel and _sum_k_kernel index it as [T, k] rows
-    cfg = dict(grouped_config(T * k, H, w2.shape[2]), **(config or {}))
+    cfg = dict(grouped_config(T * k, w13.shape[0], H, w2.shape[2]), **(config or {}))
     y = _experts_pass(x, w13, w2, topk_weights, topk_ids, cfg)
     extra = None
     if shared is not None:
