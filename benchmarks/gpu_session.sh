@@ -252,6 +252,12 @@ case "${1:?stage A to G}" in
     run bench-moe 170 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     run trace-b32 60 python benchmarks/trace_decode.py --batch 32 --ctx 1024
     ;;
+  AJ) # the session's last device minutes: the MoE bench with the 16-row grouped tiles up to 8 pairs an expert; at
+      # batch 8 the census kernel's pipeline depth and the tensor-core linear's tiles (AF, trimmed to T=8)
+    run bench-moe 80 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    run sweep-census 150 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8 --stages 2,3,4,5 --samples 10
+    run sweep-linear 100 python benchmarks/bench_linear.py --ops qkv_proj,o_proj,lm_head --tokens 8 --no-compile --sweep dot --sweep-samples 5
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -156,15 +156,19 @@ def _sum_k_kernel(y_ptr, extra_ptr, ids_ptr, out_ptr, H, E, s_ot, K_TOP: tl.cons
 
 def grouped_config(P: int, E: int, H: int, I: int) -> dict:
     """Tile sizes for P (token, expert) pairs over E experts: best of benchmarks/sweep_moe.py --grouped on the H200,
-    Qwen3-30B-A3B. T=32 (256 pairs, 2 a expert on average; session 8, sweep_moe_decode_grouped at 47718fc): 16-row
-    tiles of 32 columns 329 µs, 64 × 64 342 µs — a 64-row tile spends most of its MMA rows on padding; T=256 (2k
-    pairs) 64 × 64, 4 warps, 3 stages (389 µs; 32-row tiles 390-394); T=4096 (32k pairs) 128 × 128, 8 warps,
-    4 stages (1,080 µs = 286 TFLOP/s, 36 % of the measured bf16 rate: far from done). Between 2 and 16 pairs per
-    expert (T=64..128 here) it is unmeasured: 64-row tiles."""
+    Qwen3-30B-A3B (session 8: sweep_moe_decode_grouped at 47718fc and 621c217). A 64-row tile spends most of its MMA
+    rows on padding while an expert has a few pairs:
+      T=32 (256 pairs, 2 an expert on average): 16-row tiles of 32 columns, 3 stages, 329 µs (64 × 64: 342);
+      T=64 / 128 (4 / 8 an expert): 16 × 64, 4 stages, 316 / 356 µs (64 × 64: 322 / 369);
+      T=256 (2k pairs) 64 × 64, 4 warps, 3 stages (389 µs; 32-row tiles 390-394; 16-row not in the best five);
+      T=4096 (32k pairs) 128 × 128, 8 warps, 4 stages (1,080 µs = 286 TFLOP/s, 36 % of the bf16 rate: far from done).
+    """
     if P >= 8192:
         return dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=4)
     if P <= 2 * E:
         return dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=64, num_warps=4, num_stages=3)
+    if P <= 8 * E:
+        return dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=4)
     return dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3)
 
 
