@@ -191,7 +191,11 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
         out += [_md_table(["batch", "context", "impl", "median µs", "IQR µs", "floor µs", "% of floor"],
                           [(x["B"], x["ctx"], x["impl"], x["median_us"], x["iqr_us"], x["floor_us"], x["pct_floor"])
                            for x in r["rows"]]), ""]
-    for name, r in _newest(recs, "bench-linear"):
+    # Newest per set of token counts: a T=8 run stays shown next to a T=1 run with its baselines.
+    def tokens(r):
+        return frozenset(x["T"] for x in r["rows"])
+
+    for name, r in _uncovered(_newest(recs, "bench-linear", key=tokens), tokens):
         out.append(f"### Decode GEMVs: dense projections and lm_head (`benchmarks/bench_linear.py`)\n\n{r['model']}, "
                    f"{r['dtype']}, graph-replayed, weights rotated past the L2; floor = bytes ÷ {r['read_gbps']:.0f} GB/s "
                    f"— {_env_line(r['env'])} — `{name}`\n")

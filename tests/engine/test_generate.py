@@ -39,9 +39,8 @@ def _count_launches(monkeypatch, module, name: str) -> list:
     return calls
 
 
-# The A/B switches, all on at once: the tensor-core linear from T=1 (so also at these decode steps of 1-2 rows) and
-# in place of cuBLAS up to 64 rows.
-SWITCHES = {"MOELAB_LINEAR_DOT_MIN_T": "1", "MOELAB_DENSE_MAX_T": "64"}
+# The A/B switch: the tensor-core linear from T=1 (so also at these decode steps of 1-2 rows).
+SWITCHES = {"MOELAB_LINEAR_DOT_MIN_T": "1"}
 
 
 @pytest.mark.parametrize("family,batch,switches", [("qwen3_moe", 2, False), ("qwen2_moe", 2, False),

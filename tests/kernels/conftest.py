@@ -136,11 +136,11 @@ SM90_JOBS = {
                               {"T": 2, "T_PAD": 2, "BLOCK_N": 8, "BLOCK_K": 2048, "VEC": 8, "SPLIT_K": 1,
                                "HAS_BIAS": False, "USE_PDL": True, "WHOLE_K": True},
                               ["x_ptr", "w_ptr", "out_ptr", "part_ptr", "N", "K", "s_xt", "s_wn", "s_ot"]),
-    # The tensor-core form at T=8 (dot_config(8, 5120, 2048): qkv of Qwen3-30B-A3B, 8 splits), PDL-launched.
+    # The tensor-core form at T=8 (dot_config(8, 5120, 2048): qkv of Qwen3-30B-A3B, 4 splits), PDL-launched.
     "linear_dot": ("linear", "_linear_dot_kernel",
                    {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "out_ptr": "*bf16", "part_ptr": "*fp32",
                     "cnt_ptr": "*i32"},
-                   {"T": 8, "T_PAD": 16, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 8, "HAS_BIAS": False,
+                   {"T": 8, "T_PAD": 16, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 4, "HAS_BIAS": False,
                     "USE_PDL": True, "PREC": "tf32"},
                    ["x_ptr", "w_ptr", "out_ptr", "part_ptr", "N", "K", "s_xt", "s_wn", "s_ot"]),
     # MoE (decode paths at Qwen3-30B-A3B T=1 / T=8; grouped prefill; routing).
@@ -173,8 +173,8 @@ SM90_JOBS = {
                    {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",
                     "sw13_ptr": "*bf16", "sw2_ptr": "*bf16", "sgate_ptr": "*bf16", "act_ptr": "*bf16",
                     "part_ptr": "*fp32", "cnt_ptr": "*i32", "out_ptr": "*bf16"},
-                   {"K": 8, "K_PAD": 8, "P_PAD": 64, "E_PAD": 128, "S_MAX": 65, "S_PAD": 128, "N_IBLK": 48, "N_HBLK": 128,
-                    "N1": 3120, "BLOCK_T": 16, "BLOCK_I": 16, "BLOCK_K": 64, "BLOCK_H": 16, "BLOCK_K2": 64,
+                   {"K": 8, "K_PAD": 8, "P_PAD": 64, "E_PAD": 128, "S_MAX": 65, "S_PAD": 128, "N_IBLK": 24, "N_HBLK": 64,
+                    "N1": 1560, "BLOCK_T": 16, "BLOCK_I": 32, "BLOCK_K": 64, "BLOCK_H": 32, "BLOCK_K2": 64,
                     "HAS_SHARED": True, "SHARED_GATE": True, "PREC": "tf32"},
                    ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"]),
     "moe_gate_up": ("moe_grouped", "_gate_up_kernel",

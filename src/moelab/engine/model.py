@@ -127,7 +127,7 @@ class MoE:
         if self.fused_router is not None and x.shape[0] <= FUSED_ROUTER_MAX_T:
             weights, ids = self.fused_router(x, self.router, k, "softmax", renorm)  # [T, k]
         else:
-            # The logits on `dense` (moelab's decode kernel up to its dense_max_t(), else cuBLAS): cuBLAS took 5.3 µs
+            # The logits on `dense` (moelab's decode kernel up to DENSE_MAX_T rows, else cuBLAS): cuBLAS took 5.3 µs
             # for this 0.5 MB GEMV at batch 8 (trace-decode-…T131950); the batch-8 step went 8.24 → 8.18 ms per token
             # with moelab's (H200, session 8, ab-chain-…T213813, with the tensor-core linear from T=4 in both).
             logits = self.dense(x, self.router)  # [T, E]

@@ -255,17 +255,18 @@ def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132
 
 
 def dot_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132) -> dict:
-    """Launch parameters of the tensor-core kernel. A FIRST GUESS from the napkin math, unmeasured (to be swept with
-    `benchmarks/bench_linear.py --sweep`, gpu_session.sh AF): tiles of 64 weight rows (one warpgroup's MMA height) ×
-    64 columns, 4 stages: 40 KB of shared memory at T ≤ 16 (Triton 3.6, sm_90), so 5 programs per SM and three 8 KB
-    chunks of each in flight (128 columns took 80 KB: 2 programs per SM, and qkv's 320 would have needed 2 waves).
-    SPLIT_K doubles (to 8 at most, for the partials' round trip) while the grid is under 4 programs per SM and each
-    split keeps ≥ 4 chunks. Qwen3-30B-A3B at T=8: qkv 80 row blocks × 8 splits, o_proj 32 × 8, lm_head 2374 × 1."""
+    """Launch parameters of the tensor-core kernel, from the napkin math and one sweep (H200, session 8,
+    `bench_linear.py --sweep dot` at T=8, bench-linear-…T220944): tiles of 64 weight rows (one warpgroup's MMA
+    height) × 64 columns, 4 stages: 40 KB of shared memory at T ≤ 16 (Triton 3.6, sm_90), so 5 programs per SM and
+    three 8 KB chunks of each in flight (128 columns took 80 KB: 2 programs per SM). SPLIT_K doubles (to 8 at most,
+    for the partials' round trip) while the grid is under 2 programs per SM and each split keeps ≥ 4 chunks.
+    Qwen3-30B-A3B at T=8: qkv 80 row blocks × 4 splits (the sweep's best, 9.7 µs; 8 splits, the rule with 4
+    programs per SM until then, 12.0), o_proj 32 × 8 (best, 9.1), lm_head 2374 × 1 (best, 151); the router 2 × 8."""
     block_n = min(64, max(16, next_pow2(N)))
     block_k = min(64, max(16, next_pow2(K)))
     n_blk, chunks = cdiv(N, block_n), cdiv(K, block_k)
     split = 1
-    while split < 8 and n_blk * split < 4 * sms and chunks >= 8 * split:
+    while split < 8 and n_blk * split < 2 * sms and chunks >= 8 * split:
         split *= 2
     return dict(DOT=True, BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split, num_warps=4, num_stages=4)
 

@@ -255,12 +255,14 @@ def _moe_decode_kernel(
 
 def decode_config(T: int, k: int, H: int, I: int) -> dict:
     """Launch parameters. Best of benchmarks/sweep_moe.py --mode decode on the H200 (2026-12-01) at
-    Qwen3-30B-A3B: T ≤ 8 small tiles on 2 warps (T=8: 121 µs), T=16 32-row tiles on 4 warps (201 µs)."""
+    Qwen3-30B-A3B: T=16 32-row tiles on 4 warps (201 µs). T ≤ 8: 32-row tiles on 2 warps, 4 pipeline stages
+    (session 8, sweep-moe-census-stages-t8-…T2208, the first sweep of num_stages: 127.6 µs at T=8 against 135.0
+    for the 16-row tiles at Triton's default 3 stages that ran until then, 133.8 for those at 4; 5 stages 132.7)."""
     block_t = 1 if T == 1 else max(16, next_pow2(T))
     if block_t == 1:
         return dict(BLOCK_T=1, BLOCK_I=8, BLOCK_K=512, BLOCK_H=16, BLOCK_K2=512, num_warps=4)
     if T <= 8:
-        return dict(BLOCK_T=block_t, BLOCK_I=16, BLOCK_K=64, BLOCK_H=16, BLOCK_K2=64, num_warps=2)
+        return dict(BLOCK_T=block_t, BLOCK_I=32, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=2, num_stages=4)
     return dict(BLOCK_T=block_t, BLOCK_I=32, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
 
 

@@ -11,8 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from moelab import ops
-from moelab.kernels import env_int, pdl_supported
-from moelab.kernels.linear import LINEAR_MAX_T
+from moelab.kernels import pdl_supported
 from moelab.kernels.linear import linear as _linear_kernel
 
 
@@ -32,22 +31,17 @@ ops.register(
     doc="y = x @ Wᵀ (+ b), fp32 accumulation, one rounding; moelab's kernel is for decode sizes (T ≤ 64).",
 )
 
-# The engine's dense projections use moelab's kernel up to this many tokens and cuBLAS beyond. Every record so far ran
-# the GEMV up to 16 and cuBLAS above (batch 32); whether the tensor-core kernel beats cuBLAS at 17-64 tokens is
-# unmeasured, so the shipped value keeps that. A/B: $MOELAB_DENSE_MAX_T (read at each call; capped at LINEAR_MAX_T).
+# The engine's dense projections use moelab's kernel up to this many tokens and cuBLAS beyond. moelab's tensor-core
+# kernel up to 64 rows instead lost 1 % at batch 32 (18.2 → 18.4 ms per token; H200, session 8, ab-chain-…T215300).
 DENSE_MAX_T = 16
 
 
-def dense_max_t() -> int:
-    return min(env_int("MOELAB_DENSE_MAX_T", DENSE_MAX_T), LINEAR_MAX_T)
-
-
 def dense(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """A dense projection as moelab's engine runs it: moelab's kernel for x [T ≤ dense_max_t(), K] (launched with
+    """A dense projection as moelab's engine runs it: moelab's kernel for x [T ≤ DENSE_MAX_T, K] (launched with
     programmatic dependent launch on Hopper, so its first weight tile — at T ≤ 2 its whole slice — streams while the
     kernels before it run), a cuBLAS GEMM for prefill sizes, where tensor cores and the weight's reuse across tokens
     win."""
-    if x.dim() == 2 and x.shape[0] <= dense_max_t():
+    if x.dim() == 2 and x.shape[0] <= DENSE_MAX_T:
         return _linear_kernel(x, weight, bias, use_pdl=pdl_supported(x.device))
     return F.linear(x, weight, bias)
 
