@@ -258,6 +258,16 @@ case "${1:?stage A to G}" in
     run sweep-census 150 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8 --stages 2,3,4,5 --samples 10
     run sweep-linear 100 python benchmarks/bench_linear.py --ops qkv_proj,o_proj,lm_head --tokens 8 --no-compile --sweep dot --sweep-samples 5
     ;;
+  AK) # session 9's first call: the records of what session 8 adopted from kernel sweeps only (the census tile at T <= 8,
+      # qkv's split; predicted batch 8 8.16 -> ~7.7 ms), the grouping by one sort (MOELAB_GROUP_SORT, predicted batch
+      # 32 -0.4 to -0.5 ms), attention at batch 8/32 and 1k (never swept there: 11.7 us of advance against a 3.6 us
+      # floor in the batch-8 trace), a batch-8 trace at the new defaults
+    run gpu-tests 60 python -m pytest tests/kernels/test_moe.py -k "grouping or grouped or census or decode" -q -p no:cacheprovider --tb=short -rf
+    run decode-b8 100 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
+    run ab-b32 120 python benchmarks/ab_chain.py --batch 32 --rounds 2 --new-tokens 64 --variants base,sort=MOELAB_GROUP_SORT
+    run attention 120 python benchmarks/bench_attention.py --shapes 8x1024,32x1024 --no-compile --sweep --samples 15
+    run trace-b8 60 python benchmarks/trace_decode.py --batch 8 --ctx 1024
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -192,6 +192,11 @@ SM90_JOBS = {
                    "cum_tiles_ptr": "*i32"},
                   {"BM": 64, "E_PAD": 128, "BLOCK_P": 32},
                   ["ids_ptr", "order_ptr"]),
+    "moe_group_sort": ("moe_grouped", "_group_sort_kernel",  # the same by one histogram and one sort (P=256)
+                       {"ids_ptr": "*i32", "order_ptr": "*i32", "start_ptr": "*i32", "count_ptr": "*i32",
+                        "cum_tiles_ptr": "*i32"},
+                       {"BM": 16, "E_PAD": 128, "P_PAD": 256},
+                       ["ids_ptr", "order_ptr"]),
     "moe_sum_k": ("moe_grouped", "_sum_k_kernel",
                   {"y_ptr": "*fp32", "extra_ptr": "*fp32", "ids_ptr": "*i32", "out_ptr": "*bf16"},
                   {"K_TOP": 8, "K_PAD": 8, "HAS_EXTRA": False, "BLOCK": 1024},
