@@ -17,9 +17,10 @@ split-K).
 --pdl adds moelab with programmatic dependent launch: back to back in the graph, each call's first weight loads
 overlap the previous call's tail. Where `linear` runs the GEMV (T < dot_min_t()), moelab_dot times its tensor-core
 kernel on the same inputs (config DOT=True), so the two forms and cuBLAS are side by side at every T.
+Where it runs the tensor-core kernel (dot_min_t() ≤ T ≤ GEMV_MAX_T), moelab_gemv times the GEMV the same way.
 --sweep times linear_config's neighbours (BLOCK_N, BLOCK_K, SPLIT_K, num_warps; for the tensor-core kernel
-num_stages too, and at T ≤ 16 the neighbours of both forms) and prints the best few per shape (both configs are
-first guesses).
+num_stages too, and at T ≤ 16 the neighbours of both forms) and prints the best few per shape (the tensor-core
+kernel's tile was swept at T=8 in session 8; the GEMV's at T=1 in session 5).
 Saved with `timing.save_result("bench-linear", ...)` (on --device cpu only when $MOELAB_RESULTS_DIR is set: a
 CPU time means nothing and benchmarks/results holds GPU records).
 """
@@ -101,7 +102,7 @@ def main() -> None:
     from moelab.kernels.attention import sm_count
 
     gbps, gbps_source = floor_read_gbps(a.read_gbps)
-    # The CPU smoke test runs fp16: the interpreter has no bf16 tl.dot (the tensor-core kernel from T=17).
+    # The CPU smoke test runs fp16: the interpreter has no bf16 tl.dot (the tensor-core kernel from DOT_MIN_T).
     dt, dev = (torch.float16 if cpu else torch.bfloat16), torch.device(a.device)
     reference, kernel = ops.get("linear", "eager"), ops.get("linear", "moelab")
     impls = {"eager": lambda x, w: F.linear(x, w)}
@@ -111,6 +112,7 @@ def main() -> None:
         impls["compile"] = torch.compile(lambda x, w: F.linear(x, w), dynamic=False)
     impls["moelab"] = lambda x, w: kernel(x, w)
     impls["moelab_dot"] = lambda x, w: linear(x, w, config={"DOT": True})  # where moelab runs the GEMV
+    impls["moelab_gemv"] = lambda x, w: linear(x, w, config={"DOT": False})  # where it runs the tensor cores
     if a.pdl:
         if cpu:
             print("--pdl: skipped on the CPU (griddepcontrol is inline PTX the interpreter cannot run)")
@@ -136,7 +138,7 @@ def main() -> None:
                 for _ in range(n_sets)]
         ref = reference(*sets[0])
         errs = {impl: ((impls[impl](*sets[0]).double() - ref.double()).norm() / ref.double().norm()).item()
-                for impl in ("moelab", "moelab_dot")}
+                for impl in ("moelab", "moelab_dot") + (("moelab_gemv",) if T <= GEMV_MAX_T else ())}
         for impl, e in errs.items():
             if not e <= 2e-2:
                 raise SystemExit(f"bench_linear: {impl} is off by {e:.3g} (rel) at {name} T={T}; not timing it")
@@ -150,8 +152,8 @@ def main() -> None:
                      "rotation_bytes": n_sets * w_bytes}
         times = {}
         for impl, fn in impls.items():
-            if impl == "moelab_dot" and cfg["DOT"]:
-                continue  # moelab itself runs the tensor-core kernel at this T
+            if (impl == "moelab_dot" and cfg["DOT"]) or (impl == "moelab_gemv" and (not cfg["DOT"] or T > GEMV_MAX_T)):
+                continue  # moelab itself runs that kernel at this T (or the GEMV cannot: T > GEMV_MAX_T)
             try:
                 m = timing.measure(fn, sets, mode="graph", samples=samples, warmup=1 if cpu else 3)
             except Exception as e:  # a backend that refuses this shape: say so, keep going

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AG    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AK    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
 # Set MOELAB_COMMIT to the sha the tree was sent at.
-# Stages W, X, Y, AA and AC ran session 6's A/B switches, which are gone now: ab_chain.py refuses a switch that nothing
-# in src/moelab reads. They stay as the record of what ran.
+# Stages W, X, Y, AA and AC ran session 6's A/B switches, and AD, AE and AG session 7's, which are gone now (AD..AJ ran in
+# session 8): ab_chain.py refuses a switch that nothing in src/moelab reads. They stay as the record of what ran.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log

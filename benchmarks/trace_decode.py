@@ -9,7 +9,8 @@ lets a kernel start before the previous one ends. Per kernel it reports:
 The advances sum exactly to the step's span (first start to last end), so they say where the step's time goes,
 including the launch gaps a per-op profile cannot see. Rows are kernels grouped by name, with calls per step; a
 kernel that runs several times per layer gets a row per place in the layer (`label_calls`: `_linear_kernel[0]` is
-the qkv projection, `[1]` the o projection, `[end]` the lm_head).
+the qkv projection, `[1]` the o projection, `[end]` the lm_head; from batch 2 `[2]` is the router's logits, and from
+batch 4 (DOT_MIN_T) the same rows are `_linear_dot_kernel`'s).
 Random bf16 weights at the model's real shapes; a prompt of --ctx tokens fills the cache first.
 """
 

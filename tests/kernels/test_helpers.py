@@ -24,6 +24,7 @@ def test_a_cpu_tensor_without_the_interpreter_is_a_named_error(monkeypatch):
     from moelab.kernels.rope import rope
     from moelab.kernels.route import route
     from moelab.kernels.router import router
+    from moelab.kernels.sample import greedy_emit
 
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     x, w = torch.randn(2, 64), torch.randn(8, 64)
@@ -37,6 +38,9 @@ def test_a_cpu_tensor_without_the_interpreter_is_a_named_error(monkeypatch):
         "add_rmsnorm: x": lambda: rmsnorm(x, torch.ones(64), 1e-6),
         "qk_norm_rope: q": lambda: rope(q, q, torch.arange(2), rope_theta=1e4),
         "decode_attention: q": lambda: decode_attention(q, kc, kc, torch.tensor([3, 5], dtype=torch.int32)),
+        "greedy_emit: logits": lambda: greedy_emit(torch.randn(2, 50), torch.zeros(2, dtype=torch.int64),
+                                                   torch.zeros(2, 4, dtype=torch.int64),
+                                                   torch.zeros((), dtype=torch.int64), torch.zeros(2, dtype=torch.int64)),
     }
     for name, call in calls.items():
         with pytest.raises(ValueError, match=f"^{name} is on cpu; moelab's Triton kernels need a CUDA tensor"):

@@ -7,9 +7,10 @@ residual-add + RMSNorm. Tokens travel flat: prefill is [B·P, H] (B prompts of P
 Which code runs where:
   * norms, q/k norm + RoPE, decode attention (at decode one op with the q/k prologue and the KV-cache append),
     router + routing, experts: `ops.get(name, impl)`;
-  * dense projections (qkv, o, lm_head, dense MLPs): `moelab.ops.linear.dense_for(impl)` — moelab's decode
-    GEMV at decode sizes (cuBLAS was at 32-48 % of the floor on qkv/o in the H200 profile, docs/worklog.md),
-    cuBLAS for prefill; plain `F.linear` under impl="eager";
+  * dense projections (qkv, o, lm_head, dense MLPs, the router's logits beyond T=1):
+    `moelab.ops.linear.dense_for(impl)` — moelab's decode kernel up to 16 rows (the GEMV below 4, its tensor-core
+    form from 4; cuBLAS was at 32-48 % of the floor on qkv/o in the H200 profile, docs/worklog.md), cuBLAS above
+    and for prefill; plain `F.linear` under impl="eager";
   * prefill attention (many query tokens, causal): `prefill_attention_sdpa` below, torch's SDPA —
     a prefill attention kernel is out of this round's scope.
 """

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 
 import torch
 import triton
@@ -321,7 +320,6 @@ def decode_attention(
     """
     if q.dim() not in (3, 4):
         raise ValueError(f"decode_attention: q must be [B, Hq, D] or [B, Q, Hq, D]; got {tuple(q.shape)}")
-    check_device(q, "decode_attention: q")
     q4 = q.unsqueeze(1) if q.dim() == 3 else q
     b, nq, hq, d = q4.shape
     if k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
@@ -342,10 +340,7 @@ def decode_attention(
     if d == 0 or d > 512:
         raise ValueError(f"decode_attention: head_dim {d} is outside 1..512")
     dev = q.device
-    if dev.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-        raise ValueError(
-            f"decode_attention: q is on {dev}; moelab's Triton kernels need a CUDA tensor (or TRITON_INTERPRET=1)"
-        )
+    check_device(q, "decode_attention: q")
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache), ("seq_lens", seq_lens)):
         if t.device != dev:
             raise ValueError(f"decode_attention: {name} is on {t.device}, q on {dev}")

@@ -215,8 +215,8 @@ def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132
     """Launch parameters for y[T, N] = x[T, K] @ W[N, K]ᵀ: DOT, BLOCK_N, BLOCK_K, SPLIT_K, num_warps (num_stages too
     with DOT). dot: the tensor-core kernel (`dot_config`); otherwise the GEMV, as follows.
 
-    A FIRST GUESS, nothing measured yet: to be swept on the H200 (`benchmarks/bench_linear.py --sweep`).
-    The reasoning, from the sm_90 compile (ptxas registers via cuobjdump, Triton 3.9, 2026-12-01), not from timings:
+    The GEMV's tiles were swept at T=1 on the H200 (`benchmarks/bench_linear.py --sweep`, session 5); the reasoning
+    behind them, from the sm_90 compile (ptxas registers via cuobjdump, Triton 3.9, 2026-12-01), not from timings:
       * BLOCK_K = 32 lanes × 16-byte vector × num_warps (1024 bf16/fp16, 512 fp32): Triton then spreads the
         warps along K and keeps all BLOCK_N rows of a thread's K slice in that thread, so one x vector serves
         BLOCK_N rows and the K reduction crosses lanes and warps once per program, after the loop;
@@ -334,9 +334,6 @@ def linear(
                              f"expected ({N},) {x.dtype} on {x.device}")
         if bias.stride(0) != 1 and N > 1:
             raise ValueError(f"linear: bias must be contiguous (stride {bias.stride(0)})")
-    if x.device.type != "cuda" and not interpreting():
-        raise ValueError(f"linear: x is on {x.device}; moelab's Triton kernels need a CUDA tensor "
-                         f"(or TRITON_INTERPRET=1)")
     if use_pdl and interpreting():
         raise ValueError("linear: use_pdl=True is inline PTX (griddepcontrol): the Triton interpreter cannot run it")
     if use_pdl and _major(x.device) < 9:

@@ -288,7 +288,10 @@ def moe_grouped(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, co
         sw13, sw2, sgate = shared
         gate = (torch.sigmoid(x.float() @ sgate.float().t()) if sgate is not None
                 else torch.ones(T, 1, dtype=torch.float32, device=x.device))
-        extra = _experts_pass(x, sw13[None], sw2[None], gate, torch.zeros(T, 1, dtype=torch.int32, device=x.device), cfg)
+        # Its own tiles: T pairs on one expert (the routed experts' small tiles would stream its weight ⌈T/16⌉ times).
+        scfg = dict(grouped_config(T, 1, H, sw2.shape[1]), **(config or {}))
+        extra = _experts_pass(x, sw13[None], sw2[None], gate, torch.zeros(T, 1, dtype=torch.int32, device=x.device),
+                              scfg)
     BLOCK = 1024
     _sum_k_kernel[(T, cdiv(H, BLOCK))](y, extra if extra is not None else y, topk_ids, out, H, w13.shape[0],
                                        out.stride(0), K_TOP=k, K_PAD=next_pow2(k), HAS_EXTRA=extra is not None,

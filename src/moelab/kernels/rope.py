@@ -20,8 +20,6 @@ FLOPs ≈ 12·T·(Hq+Hk)·D plus T·rotary_dim cos/sin per program. Qwen3-30B-A3
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
@@ -240,17 +238,13 @@ def qk_norm_rope(
     if d == 0 or d > 1024:
         raise ValueError(f"qk_norm_rope: head_dim {d} is outside 1..1024")
     dev = q.device
-    if dev.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-        raise ValueError(
-            f"qk_norm_rope: q is on {dev}; moelab's Triton kernels need a CUDA tensor (or TRITON_INTERPRET=1)"
-        )
+    check_device(q, "qk_norm_rope: q")
     _check("k", k, None, dev)
     _check("positions", positions, (t,), dev)
     if positions.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"qk_norm_rope: positions has dtype {positions.dtype}; expected int32 or int64")
     q_weight, k_weight, rotary_dim, out_dtype, norm = norm_rope_args("qk_norm_rope", q, q_weight, k_weight, rotary_dim,
                                                                      offset)
-    check_device(q, "qk_norm_rope: q")
     for name, o, ref in (("q_out", q_out, q), ("k_out", k_out, k)):
         if o is not None and (o.shape != ref.shape or o.dtype != out_dtype or o.device != dev):
             raise ValueError(f"qk_norm_rope: {name} must be {tuple(ref.shape)} {out_dtype} on {dev}")

@@ -6,9 +6,9 @@ Three implementations, side by side (DESIGN.md):
                KV heads for attention, softmax + topk for routing);
   * "compile": `torch.compile` of the eager callable (made in `measure.py`, not here);
   * "moelab":  what moelab's engine runs: its kernels (norms, RoPE, KV append, attention, the one-launch
-               router, the experts, and the decode GEMV for dense projections and lm_head, which cuBLAS
-               left at 32-48 % of the floor on qkv/o in the first H200 profile). The embedding, greedy
-               sampling and small elementwise ops run torch in this column too, and say so.
+               router, the experts, and the decode kernel for dense projections, lm_head and the router's
+               logits beyond T=1: the GEMV below 4 rows, tensor cores from 4 to 16, cuBLAS beyond). The
+               embedding, greedy sampling and small elementwise ops run torch in this column too, and say so.
 Gated DeltaNet ops (hybrid models) have no kernel yet: every column runs the same plain-torch
 reference of this file, marked as such.
 
@@ -358,12 +358,14 @@ def build_units(spec: ModelSpec, graph: list[Op], d: Dims, device: torch.device,
             # The engine's decode path: logits and routing in one call (moelab: one launch).
             add("router+topk", op.group, ("router", "router.topk"), {i: f.router for i, f in fns.items()},
                 lambda i: (r.t(d.B, d.H), r.w(d.E, d.H)), "eager = cuBLAS GEMV + HF routing; moelab = one launch")
-        elif op.kind == "compute" and n in ("qkv_proj", "o_proj", "lm_head"):  # the engine's `dense` projections
+        elif op.kind == "compute" and n in ("qkv_proj", "o_proj", "lm_head", "router"):
+            # the engine's `dense` projections (the router's logits too, beyond the fused router's T=1)
             K, N = op.shapes["K"], op.shapes["N"]
             add(n, op.group, (n,), {i: f.dense for i, f in fns.items()}, lambda i, K=K, N=N: (r.t(d.B, K), r.w(N, K)),
-                "eager = F.linear (cuBLAS); moelab = its decode GEMV (cuBLAS for prefill sizes)")
-        elif op.kind == "compute" and n in ("router", "gdn.in_proj", "gdn.out_proj", "shared_expert.gate"):
-            # cuBLAS in the engine too (the router's logits beyond the fused router's T=1)
+                "eager = F.linear (cuBLAS); moelab = its decode kernel (the GEMV below 4 rows, tensor cores from 4 "
+                "to 16; cuBLAS beyond)")
+        elif op.kind == "compute" and n in ("gdn.in_proj", "gdn.out_proj", "shared_expert.gate"):
+            # cuBLAS in the engine too
             K, N = op.shapes["K"], op.shapes["N"]
             add(n, op.group, (n,), same(F.linear), lambda i, K=K, N=N: (r.t(d.B, K), r.w(N, K)), TORCH_NOTE, True)
         elif n in ("qk_norm", "rope") and d.qk_norm != "full" and "attention" in by_name \

@@ -144,7 +144,7 @@ class ChainedStep:
         if x.shape[0] <= FUSED_ROUTER_MAX_T:  # the engine's decode path
             topk_w, ids = self.f.router(x, w["router"])
         else:
-            topk_w, ids = self.f.route(F.linear(x, w["router"]))
+            topk_w, ids = self.f.route(self.f.dense(x, w["router"]))  # as the engine: `dense` for the logits
         return self.f.experts(x, w["w13"], w["w2"], topk_w, ids, w["shared"])
 
     def _run_layer(self, h, residual, w):
