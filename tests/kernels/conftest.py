@@ -47,7 +47,8 @@ def close():
 # runtime `if`, an argument specialised to a constant on one side only, an unsupported dot shape), nor what the
 # code becomes (vector loads, pipelined copies, libdevice calls). Each entry: (module, kernel, argument types
 # (default i32), constexpr / specialised values, the integer arguments Triton marks 16-divisible at run time; every
-# pointer is marked, as a real launch of torch tensors is).
+# pointer is marked, as a real launch of torch tensors is; optionally the launch's num_warps / num_stages, else 4 warps
+# and Triton's default stages).
 SM90_JOBS = {
     "add_rmsnorm": ("rmsnorm", "_add_rmsnorm_kernel",
                     {"x_ptr": "*bf16", "res_ptr": "*bf16", "w_ptr": "*bf16", "out_ptr": "*bf16",
@@ -176,7 +177,8 @@ SM90_JOBS = {
                    {"K": 8, "K_PAD": 8, "P_PAD": 64, "E_PAD": 128, "S_MAX": 65, "S_PAD": 128, "N_IBLK": 24, "N_HBLK": 64,
                     "N1": 1560, "BLOCK_T": 16, "BLOCK_I": 32, "BLOCK_K": 64, "BLOCK_H": 32, "BLOCK_K2": 64,
                     "HAS_SHARED": True, "SHARED_GATE": True, "PREC": "tf32"},
-                   ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"]),
+                   ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"],
+                   {"num_warps": 2, "num_stages": 4}),  # decode_config at T ≤ 8
     "moe_gate_up": ("moe_grouped", "_gate_up_kernel",
                     {"x_ptr": "*bf16", "w13_ptr": "*bf16", "order_ptr": "*i32", "start_ptr": "*i32",
                      "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "act_ptr": "*bf16"},
@@ -191,12 +193,12 @@ SM90_JOBS = {
                   {"ids_ptr": "*i32", "order_ptr": "*i32", "start_ptr": "*i32", "count_ptr": "*i32",
                    "cum_tiles_ptr": "*i32"},
                   {"BM": 64, "E_PAD": 128, "BLOCK_P": 32},
-                  ["ids_ptr", "order_ptr"]),
+                  ["ids_ptr", "order_ptr"], {"num_warps": 8}),
     "moe_group_sort": ("moe_grouped", "_group_sort_kernel",  # the same by one histogram and one sort (P=256)
                        {"ids_ptr": "*i32", "order_ptr": "*i32", "start_ptr": "*i32", "count_ptr": "*i32",
                         "cum_tiles_ptr": "*i32"},
                        {"BM": 16, "E_PAD": 128, "P_PAD": 256},
-                       ["ids_ptr", "order_ptr"]),
+                       ["ids_ptr", "order_ptr"], {"num_warps": 8}),
     "moe_sum_k": ("moe_grouped", "_sum_k_kernel",
                   {"y_ptr": "*fp32", "extra_ptr": "*fp32", "ids_ptr": "*i32", "out_ptr": "*bf16"},
                   {"K_TOP": 8, "K_PAD": 8, "HAS_EXTRA": False, "BLOCK": 1024},
@@ -227,7 +229,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 jobs, out = json.loads(sys.argv[1]), {}
-for name, (module, kernel, types, consts, div16) in jobs.items():
+for name, (module, kernel, types, consts, div16, *launch) in jobs.items():
     fn = getattr(importlib.import_module("moelab.kernels." + module), kernel)
     sig = {n: ("constexpr" if n in consts else types.get(n, "i32")) for n in fn.arg_names}
     # Every pointer is 16-byte aligned, as a real launch specialises it (torch allocations are); integers only where
@@ -236,7 +238,7 @@ for name, (module, kernel, types, consts, div16) in jobs.items():
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in marked}
     try:
         k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts, attrs=attrs),
-                           target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+                           target=GPUTarget("cuda", 90, 32), options=dict({"num_warps": 4}, **(launch[0] if launch else {})))
         out[name] = {"ptx": k.asm["ptx"]}
     except Exception as e:
         out[name] = {"error": f"{type(e).__name__}: {e}"}
