@@ -179,8 +179,8 @@ def _sum_k_kernel(y_ptr, extra_ptr, ids_ptr, out_ptr, H, E, s_ot, K_TOP: tl.cons
 
 def grouped_config(P: int, E: int, H: int, I: int) -> dict:
     """Tile sizes for P (token, expert) pairs over E experts: best of benchmarks/sweep_moe.py --grouped on the H200,
-    Qwen3-30B-A3B (session 8: sweep-moe-grouped-t32-t256-…T2153 and -t64-t128-…T2203). A 64-row tile spends most of its MMA
-    rows on padding while an expert has a few pairs:
+    Qwen3-30B-A3B (session 8: sweep-moe-grouped-t32-t256-…T2153 and -t64-t128-…T2203). A 64-row tile spends most
+    of its MMA rows on padding while an expert has a few pairs:
       T=32 (256 pairs, 2 an expert on average): 16-row tiles of 32 columns, 3 stages, 329 µs (64 × 64: 342);
       T=64 / 128 (4 / 8 an expert): 16 × 64, 4 stages, 316 / 356 µs (64 × 64: 322 / 369);
       T=256 (2k pairs) 64 × 64, 4 warps, 3 stages (389 µs; 32-row tiles 390-394; 16-row not in the best five);
