@@ -260,13 +260,16 @@ case "${1:?stage A to G}" in
     ;;
   AK) # session 9's first call: the records of what session 8 adopted from kernel sweeps only (the census tile at T <= 8,
       # qkv's split; predicted batch 8 8.16 -> ~7.7 ms), the grouping by one sort (MOELAB_GROUP_SORT, predicted batch
-      # 32 -0.4 to -0.5 ms), attention at batch 8/32 and 1k (never swept there: 11.7 us of advance against a 3.6 us
-      # floor in the batch-8 trace), a batch-8 trace at the new defaults
-    run gpu-tests 60 python -m pytest tests/kernels/test_moe.py -k "grouping or grouped or census or decode" -q -p no:cacheprovider --tb=short -rf
+      # 32 -0.4 to -0.5 ms), the one-launch router at batch 8 now that its last arriver routes all rows at once
+      # (predicted ~5 us against ~7, batch 8 -0.1 ms), attention at batch 8/32 and 1k (never swept there: 11.7 us of
+      # advance against a 3.6 us floor in the batch-8 trace), a batch-8 trace at the new defaults
+    run gpu-tests 90 python -m pytest tests/kernels/test_moe.py tests/kernels/test_router.py -k "grouping or grouped or census or decode or router or route" -q -p no:cacheprovider --tb=short -rf
     run decode-b8 100 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
-    run ab-b32 120 python benchmarks/ab_chain.py --batch 32 --rounds 2 --new-tokens 64 --variants base,sort=MOELAB_GROUP_SORT
-    run attention 120 python benchmarks/bench_attention.py --shapes 8x1024,32x1024 --no-compile --sweep --samples 15
-    run trace-b8 60 python benchmarks/trace_decode.py --batch 8 --ctx 1024
+    run sweep-router 60 python benchmarks/sweep_router.py --tokens 8 --samples 10
+    run ab-b8 80 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,fr8=MOELAB_FUSED_ROUTER_MAX_T:8
+    run ab-b32 90 python benchmarks/ab_chain.py --batch 32 --rounds 2 --new-tokens 64 --variants base,sort=MOELAB_GROUP_SORT
+    run attention 100 python benchmarks/bench_attention.py --shapes 8x1024,32x1024 --no-compile --sweep --samples 15
+    run trace-b8 30 python benchmarks/trace_decode.py --batch 8 --ctx 1024
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -7,6 +7,8 @@ Side by side in one process: cuBLAS logits + moelab's `route` (two launches, wha
 0.11 µs of bandwidth): the profile of 2026-12-01 11:54 measured 5.6 µs for the one-launch form against 2.6 µs for
 its GEMV part alone (bench-linear), so the last arriver's top-k chain is the suspect. Prediction: fewer warps
 shorten that chain (its reductions cross fewer warps) — best at 1-2 warps, ~3.5 µs.
+Session 9: the last arriver routes all T tokens at once (one [T, E] tile). Prediction at T=8: ~5 µs, against
+~7 for `dense` + `route`, the engine's two launches at T > 1 (4.5 + 2.7 µs of advance, trace-decode-…T215350).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import torch.nn.functional as F
 
 from moelab import ops, timing
 from moelab.kernels.router import router
+from moelab.ops.linear import dense
 from moelab.models.spec import load_spec
 
 
@@ -38,11 +41,16 @@ def main() -> None:
         rows = []
         m = timing.measure(lambda x, w: route(F.linear(x, w), k), sets, mode="graph", samples=a.samples)
         rows.append(("cuBLAS + route", m.median_us, m.iqr_us))
+        m = timing.measure(lambda x, w: route(dense(x, w), k), sets, mode="graph", samples=a.samples)
+        rows.append(("dense + route (the engine at T > 1)", m.median_us, m.iqr_us))
         for be in (1, 2, 4, 8):
             for nw in (1, 2, 4):
                 cfg = dict(BLOCK_E=be, num_warps=nw)
                 got = router(*sets[0], k, config=dict(cfg))
-                assert torch.equal(got[1], ref[1]), f"router {cfg}: ids differ from the reference"
+                # As tests/kernels/test_router.py: a last-bit difference in the logits may swap two experts at a
+                # near-tie, so the chosen sets must agree for nearly every (token, slot), not bit for bit.
+                same = (got[1].sort(1).values == ref[1].sort(1).values).float().mean().item()
+                assert same > 0.9, f"router {cfg}: ids differ from the reference ({same:.0%} agree)"
                 m = timing.measure(lambda x, w, c=cfg: router(x, w, k, config=dict(c)), sets, mode="graph",
                                    samples=a.samples)
                 rows.append((str(cfg), m.median_us, m.iqr_us))

@@ -221,6 +221,13 @@ SM90_JOBS = {
                 "RENORM": True, "HAS_BIAS": False, "N_GROUP": 1, "TOPK_GROUP": 1, "USE_PDL": True,
                 "TRIGGER": True},
                ["x_ptr", "w_ptr", "H", "s_xt", "s_we"]),
+    "router_t8": ("router", "_router_kernel",  # batch 8: the last arriver routes the 8 rows of one [8, 128] tile
+                  {"x_ptr": "*bf16", "w_ptr": "*bf16", "bias_ptr": "*fp32", "logits_ptr": "*fp32", "tw_ptr": "*fp32",
+                   "ids_ptr": "*i32", "cnt_ptr": "*i32", "scaling": "fp32"},
+                  {"T_PAD": 8, "BLOCK_E": 1, "BLOCK_H": 1024, "N_PROG": 128, "K": 8, "K_PAD": 8, "E_PAD": 128,
+                   "SCORING": 0, "RENORM": True, "HAS_BIAS": False, "N_GROUP": 1, "TOPK_GROUP": 1, "USE_PDL": True,
+                   "TRIGGER": False},
+                  ["x_ptr", "w_ptr", "H", "s_xt", "s_we"], {"num_warps": 1}),
 }
 
 _SM90_SCRIPT = r"""

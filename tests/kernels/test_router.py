@@ -18,7 +18,7 @@ def _case(T, E, H, dtype, seed):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("T,E,H,k", [(1, 128, 256, 8), (3, 60, 100, 4), (16, 8, 64, 2), (5, 256, 64, 8), (2, 7, 33, 7)])
+@pytest.mark.parametrize("T,E,H,k", [(1, 128, 256, 8), (3, 60, 100, 4), (16, 8, 64, 2), (5, 256, 64, 8), (2, 7, 33, 7), (8, 128, 2048, 8)])
 @pytest.mark.parametrize("scoring,renorm", [("softmax", True), ("softmax", False), ("topk_softmax", True)])
 def test_router_matches_reference(T, E, H, k, dtype, scoring, renorm):
     for seed in range(4):
@@ -74,3 +74,12 @@ def test_router_compiles_for_sm90(sm90):
     assert "griddepcontrol.wait" in ptx  # launched with PDL: the weight chunk is requested before the wait
     # At T=1 it releases the pair kernel as it starts (kernels.chain_pdl).
     assert ptx.index("griddepcontrol.launch_dependents") < ptx.index("griddepcontrol.wait")
+
+
+def test_router_compiles_for_sm90_at_batch_8(sm90):
+    """The batch-8 launch (one warp, 8 rows): the last arriver's [8, E] routing tile compiles, and with no chain
+    to join (T > CHAIN_MAX_T) the kernel releases nothing early."""
+    assert "error" not in sm90["router_t8"], sm90["router_t8"].get("error")
+    ptx = sm90["router_t8"]["ptx"]
+    assert "atom.global.gpu.acq_rel" in ptx and "griddepcontrol.wait" in ptx
+    assert "griddepcontrol.launch_dependents" not in ptx

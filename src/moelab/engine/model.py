@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from moelab import ops
 from moelab.engine.cache import KVCache
 from moelab.engine.config import ATTENTION, EngineConfig
-from moelab.kernels.router import FUSED_ROUTER_MAX_T
+from moelab.kernels.router import fused_router_max_t
 from moelab.ops.linear import dense_for
 
 
@@ -125,7 +125,7 @@ class MoE:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         k, renorm = self.cfg.top_k, self.cfg.norm_topk_prob
-        if self.fused_router is not None and x.shape[0] <= FUSED_ROUTER_MAX_T:
+        if self.fused_router is not None and x.shape[0] <= fused_router_max_t():
             weights, ids = self.fused_router(x, self.router, k, "softmax", renorm)  # [T, k]
         else:
             # The logits on `dense` (moelab's decode kernel up to DENSE_MAX_T rows, else cuBLAS): cuBLAS took 5.3 µs

@@ -19,64 +19,69 @@ _SCORING_CODE = {"softmax": 0, "topk_softmax": 1, "sigmoid": 2}
 
 
 @triton.jit
-def _route_row(x, offs, valid, bias_ptr, scaling,
-               K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
-               SCORING: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
-               N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr):
-    """(weights [K_PAD] fp32, ids [K_PAD] int32) of one token from its logits x [E_PAD] fp32 (-inf past E)."""
+def _route_rows(x, offs, valid, bias_ptr, scaling,
+                K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
+                SCORING: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
+                N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr):
+    """(weights [R, K_PAD] fp32, ids [R, K_PAD] int32) of R tokens from their logits x [R, E_PAD] fp32 (-inf past
+    E; offs = arange(E_PAD), valid = offs < E). Every token's rounds run side by side (reductions along axis 1), so
+    R tokens cost about one token's chain of K arg-max rounds."""
     kk = tl.arange(0, K_PAD)
     if SCORING == 0:  # softmax, then top-k of the probabilities
-        m = tl.max(x, axis=0)
-        p = tl.exp(x - m)
-        score = p / tl.sum(p, axis=0)
+        m = tl.max(x, axis=1)
+        p = tl.exp(x - m[:, None])
+        score = p / tl.sum(p, axis=1)[:, None]
     elif SCORING == 1:  # top-k of the logits (softmax over the k comes after)
         score = x
     else:  # sigmoid; the choice adds the correction bias, the weight does not
         s = tl.sigmoid(x)
         score = s
         if HAS_BIAS:
-            score = s + tl.load(bias_ptr + offs, mask=valid, other=0.0).to(tl.float32)
-        score = tl.where(valid, score, -float("inf"))
+            score = s + tl.load(bias_ptr + offs, mask=valid, other=0.0).to(tl.float32)[None, :]
+        score = tl.where(valid[None, :], score, -float("inf"))
         if N_GROUP > 1:
             # Group score = sum of the group's top-2 choices; keep the best TOPK_GROUP groups.
             G: tl.constexpr = E_PAD // N_GROUP
-            g2 = tl.reshape(score, (N_GROUP, G))
-            gcol = tl.arange(0, G)
-            top1 = tl.max(g2, axis=1)
-            first = tl.min(tl.where(g2 == top1[:, None], gcol[None, :], G), axis=1)
-            top2 = tl.max(tl.where(gcol[None, :] == first[:, None], -float("inf"), g2), axis=1)
+            R: tl.constexpr = x.shape[0]
+            g3 = tl.reshape(score, (R, N_GROUP, G))
+            gcol = tl.arange(0, G)[None, None, :]
+            top1 = tl.max(g3, axis=2)  # [R, N_GROUP]
+            first = tl.min(tl.where(g3 == top1[:, :, None], gcol, G), axis=2)
+            top2 = tl.max(tl.where(gcol == first[:, :, None], -float("inf"), g3), axis=2)
             gscore = top1 + top2
-            gidx = tl.arange(0, N_GROUP)
-            keep = tl.zeros((N_GROUP,), dtype=tl.int1)
+            gidx = tl.arange(0, N_GROUP)[None, :]
+            keep = tl.zeros((R, N_GROUP), dtype=tl.int1)
             for _ in tl.static_range(TOPK_GROUP):
-                best = tl.max(gscore, axis=0)
-                bi = tl.min(tl.where(gscore == best, gidx, N_GROUP), axis=0)
-                keep = keep | (gidx == bi)
-                gscore = tl.where(gidx == bi, -float("inf"), gscore)
-            keep_e = tl.reshape(tl.broadcast_to(keep[:, None], (N_GROUP, G)), (E_PAD,))
+                best = tl.max(gscore, axis=1)
+                bi = tl.min(tl.where(gscore == best[:, None], gidx, N_GROUP), axis=1)
+                hit = gidx == bi[:, None]
+                keep = keep | hit
+                gscore = tl.where(hit, -float("inf"), gscore)
+            keep_e = tl.reshape(tl.broadcast_to(keep[:, :, None], (R, N_GROUP, G)), (R, E_PAD))
             score = tl.where(keep_e, score, -float("inf"))
 
-    vals = tl.zeros((K_PAD,), dtype=tl.float32)
-    ids = tl.zeros((K_PAD,), dtype=tl.int32)
+    vals = tl.zeros((x.shape[0], K_PAD), dtype=tl.float32)
+    ids = tl.zeros((x.shape[0], K_PAD), dtype=tl.int32)
     work = score
     for j in tl.static_range(K):
-        best = tl.max(work, axis=0)
-        bi = tl.min(tl.where(work == best, offs, E_PAD), axis=0)
+        best = tl.max(work, axis=1)
+        bi = tl.min(tl.where(work == best[:, None], offs[None, :], E_PAD), axis=1)
+        hit = offs[None, :] == bi[:, None]
         if SCORING == 2:
-            v = tl.sum(tl.where(offs == bi, s, 0.0), axis=0)  # weight = sigmoid without the bias
+            v = tl.sum(tl.where(hit, s, 0.0), axis=1)  # weight = sigmoid without the bias
         else:
             v = best
-        vals = tl.where(kk == j, v, vals)
-        ids = tl.where(kk == j, bi, ids)
-        work = tl.where(offs == bi, -float("inf"), work)
+        vals = tl.where(kk[None, :] == j, v[:, None], vals)
+        ids = tl.where(kk[None, :] == j, bi[:, None], ids)
+        work = tl.where(hit, -float("inf"), work)
 
     if SCORING == 1:
-        vals = tl.where(kk < K, vals, -float("inf"))
-        m = tl.max(vals, axis=0)
-        ev = tl.exp(vals - m)
-        vals = ev / tl.sum(ev, axis=0)
+        vals = tl.where(kk[None, :] < K, vals, -float("inf"))
+        m = tl.max(vals, axis=1)
+        ev = tl.exp(vals - m[:, None])
+        vals = ev / tl.sum(ev, axis=1)[:, None]
     elif RENORM:
-        vals = vals / tl.sum(vals, axis=0)
+        vals = vals / tl.sum(vals, axis=1)[:, None]
     if SCORING == 2:
         vals = vals * scaling
     return vals, ids
@@ -94,10 +99,10 @@ def _route_kernel(
     t = tl.program_id(0)
     offs = tl.arange(0, E_PAD)
     valid = offs < E
-    x = tl.load(logits_ptr + t * stride_lt + offs, mask=valid, other=-float("inf")).to(tl.float32)
-    vals, ids = _route_row(x, offs, valid, bias_ptr, scaling, K, K_PAD, E_PAD, SCORING, RENORM, HAS_BIAS,
-                           N_GROUP, TOPK_GROUP)
-    kk = tl.arange(0, K_PAD)
+    x = tl.load(logits_ptr + t * stride_lt + offs[None, :], mask=valid[None, :], other=-float("inf")).to(tl.float32)
+    vals, ids = _route_rows(x, offs, valid, bias_ptr, scaling, K, K_PAD, E_PAD, SCORING, RENORM, HAS_BIAS,
+                            N_GROUP, TOPK_GROUP)  # one row: [1, K_PAD]
+    kk = tl.arange(0, K_PAD)[None, :]
     tl.store(w_ptr + t * K + kk, vals, mask=kk < K)
     tl.store(ids_ptr + t * K + kk, ids, mask=kk < K)
 

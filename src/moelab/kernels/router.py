@@ -11,7 +11,7 @@ One grid of E / BLOCK_E programs, launched with programmatic dependent launch on
 first weight chunk before waiting for the previous kernel (the norm that produces x). Each computes the logits of its BLOCK_E experts for every token (a GEMV
 over H, fp32 accumulation, rounded to x's dtype as transformers' bf16 router Linear does), stores them, and
 counts its arrival (release); the last program to arrive (acquire) computes every token's routing from the
-whole logits row with `route`'s own code (`_route_row`: the same numerics, ties to the lower index) and
+whole logits tile with `route`'s own code (`_route_rows`: the same numerics, ties to the lower index) and
 resets the counter, so no memset launch is needed.
 """
 
@@ -21,15 +21,21 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, check_device, counters, next_pow2, pdl_supported
-from moelab.kernels.route import _SCORING_CODE, _route_row
+from moelab.kernels import cdiv, chain_pdl, check_device, counters, env_int, next_pow2, pdl_supported
+from moelab.kernels.route import _SCORING_CODE, _route_rows
 from moelab.ops.moe import _check_route_args
 
 ROUTER_MAX_T = 16  # decode sizes: the [T, BLOCK_E, BLOCK_H] product is held in registers
-# The engine uses the one-launch router up to FUSED_ROUTER_MAX_T tokens: its last arriver routes the tokens one
-# after another, so at T=8 it took 17.7 µs against 8.0 for cuBLAS + `route`, while at T=1 it took 4.25 µs against
-# more than 5.6 (H200, benchmarks/sweep_router.py, 2026-12-01 12:03). T=2..4 are unmeasured: kept to the measured win.
+# The engine uses the one-launch router up to `fused_router_max_t()` tokens. When its last arriver routed the tokens
+# one after another, it took 17.7 µs at T=8 against 8.0 for cuBLAS + `route`, while at T=1 it took 4.25 µs against
+# more than 5.6 (H200, benchmarks/sweep_router.py, 2026-12-01 12:03). It now routes every token at once (the rows of
+# one tile, `_route_rows`), unmeasured at T > 1 so far: MOELAB_FUSED_ROUTER_MAX_T is the A/B switch for that.
 FUSED_ROUTER_MAX_T = 1
+
+
+def fused_router_max_t() -> int:
+    """The largest T the engine routes with the one-launch router (read at launch time: an A/B switch)."""
+    return min(env_int("MOELAB_FUSED_ROUTER_MAX_T", FUSED_ROUTER_MAX_T), ROUTER_MAX_T)
 
 
 @triton.jit
@@ -71,16 +77,19 @@ def _router_kernel(
     tl.debug_barrier()  # every thread's stores precede the release below
     arrived = tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu")
     if arrived == N_PROG - 1:
-        # Last to arrive: all logits are visible (acquire; its result is used, so the compiler keeps it).
+        # Last to arrive: all logits are visible (acquire; its result is used, so the compiler keeps it). Every
+        # token's routing at once, as rows of one tile (`route`'s own code, `_route_rows`).
         offs = tl.arange(0, E_PAD)
         valid = offs < E
-        kk = tl.arange(0, K_PAD)
-        for t in range(0, T):
-            row = tl.load(logits_ptr + t * E + offs, mask=valid, other=-float("inf"), cache_modifier=".cg")
-            vals, ids = _route_row(row, offs, valid, bias_ptr, scaling, K, K_PAD, E_PAD, SCORING, RENORM, HAS_BIAS,
-                                   N_GROUP, TOPK_GROUP)
-            tl.store(tw_ptr + t * K + kk, vals, mask=kk < K)
-            tl.store(ids_ptr + t * K + kk, ids, mask=kk < K)
+        kk = tl.arange(0, K_PAD)[None, :]
+        rows = tl.load(logits_ptr + offs_t[:, None] * E + offs[None, :], mask=tmask[:, None] & valid[None, :],
+                       other=-float("inf"), cache_modifier=".cg")  # [T_PAD, E_PAD]
+        rows = tl.where(tmask[:, None], rows, 0.0)  # padding rows: finite (never stored), no NaN from their softmax
+        vals, ids = _route_rows(rows, offs, valid, bias_ptr, scaling, K, K_PAD, E_PAD, SCORING, RENORM, HAS_BIAS,
+                                N_GROUP, TOPK_GROUP)
+        out_mask = tmask[:, None] & (kk < K)
+        tl.store(tw_ptr + offs_t[:, None] * K + kk, vals, mask=out_mask)
+        tl.store(ids_ptr + offs_t[:, None] * K + kk, ids, mask=out_mask)
         tl.store(cnt_ptr, 0)
 
 

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from moelab import ops
 from moelab.bench.baselines import hf_expert_loop
 from moelab.errors import UserError
-from moelab.kernels.router import FUSED_ROUTER_MAX_T
+from moelab.kernels.router import fused_router_max_t
 from moelab.models import ModelSpec
 from moelab.models.graph import Op
 from moelab.ops.linear import dense_for
@@ -354,7 +354,7 @@ def build_units(spec: ModelSpec, graph: list[Op], d: Dims, device: torch.device,
         elif n in ("add_rmsnorm", "final_norm"):
             add(n, op.group, (n,), {i: f.add_rmsnorm for i, f in fns.items()},
                 lambda i: (r.t(d.B, d.H), r.t(d.B, d.H), 1.0 + 0.1 * r.t(d.H)))
-        elif n == "router" and "router.topk" in by_name and d.B <= FUSED_ROUTER_MAX_T:
+        elif n == "router" and "router.topk" in by_name and d.B <= fused_router_max_t():
             # The engine's decode path: logits and routing in one call (moelab: one launch).
             add("router+topk", op.group, ("router", "router.topk"), {i: f.router for i, f in fns.items()},
                 lambda i: (r.t(d.B, d.H), r.w(d.E, d.H)), "eager = cuBLAS GEMV + HF routing; moelab = one launch")

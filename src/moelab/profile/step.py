@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from moelab.kernels.router import FUSED_ROUTER_MAX_T
+from moelab.kernels.router import fused_router_max_t
 from moelab.models import ModelSpec
 from moelab.profile.impls import Dims, LayerFns, Rand, gdn_conv, gdn_norm_gate, gdn_recurrence, output_gate, swiglu
 
@@ -141,7 +141,7 @@ class ChainedStep:
     def _mlp(self, x: torch.Tensor, w: dict) -> torch.Tensor:
         if not w["moe"]:
             return swiglu(x, w["mlp_w13"], w["mlp_w2"])
-        if x.shape[0] <= FUSED_ROUTER_MAX_T:  # the engine's decode path
+        if x.shape[0] <= fused_router_max_t():  # the engine's decode path
             topk_w, ids = self.f.router(x, w["router"])
         else:
             topk_w, ids = self.f.route(self.f.dense(x, w["router"]))  # as the engine: `dense` for the logits
