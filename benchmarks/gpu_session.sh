@@ -262,13 +262,14 @@ case "${1:?stage A to G}" in
       # qkv's split; predicted batch 8 8.16 -> ~7.7 ms), the grouping by one sort (MOELAB_GROUP_SORT, predicted batch
       # 32 -0.4 to -0.5 ms), the one-launch router at batch 8 now that its last arriver routes all rows at once
       # (predicted ~5 us against ~7, batch 8 -0.1 ms), attention at batch 8/32 and 1k (never swept there: 11.7 us of
-      # advance against a 3.6 us floor in the batch-8 trace), a batch-8 trace at the new defaults
-    run gpu-tests 90 python -m pytest tests/kernels/test_moe.py tests/kernels/test_router.py -k "grouping or grouped or census or decode or router or route" -q -p no:cacheprovider --tb=short -rf
-    run decode-b8 100 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
-    run sweep-router 60 python benchmarks/sweep_router.py --tokens 8 --samples 10
-    run ab-b8 80 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,fr8=MOELAB_FUSED_ROUTER_MAX_T:8
-    run ab-b32 90 python benchmarks/ab_chain.py --batch 32 --rounds 2 --new-tokens 64 --variants base,sort=MOELAB_GROUP_SORT
-    run attention 100 python benchmarks/bench_attention.py --shapes 8x1024,32x1024 --no-compile --sweep --samples 15
+      # advance against a 3.6 us floor in the batch-8 trace), the census kernel's phase 2 with its first w2 chunk
+      # requested before its wait (MOELAB_CENSUS_PREFETCH, predicted batch 8 -0.1 to -0.2 ms), a batch-8 trace
+    run gpu-tests 90 python -m pytest tests/kernels/test_moe.py tests/kernels/test_router.py -k "grouping or grouped or census or decode or router or route or prefetch" -q -p no:cacheprovider --tb=short -rf
+    run decode-b8 90 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
+    run sweep-router 50 python benchmarks/sweep_router.py --tokens 8 --samples 10
+    run ab-b8 140 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,fr8=MOELAB_FUSED_ROUTER_MAX_T:8,pf=MOELAB_CENSUS_PREFETCH,both=MOELAB_FUSED_ROUTER_MAX_T:8+MOELAB_CENSUS_PREFETCH
+    run ab-b32 80 python benchmarks/ab_chain.py --batch 32 --rounds 2 --new-tokens 64 --variants base,sort=MOELAB_GROUP_SORT
+    run attention 80 python benchmarks/bench_attention.py --shapes 8x1024,32x1024 --no-compile --sweep --samples 15
     run trace-b8 30 python benchmarks/trace_decode.py --batch 8 --ctx 1024
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always

@@ -192,6 +192,21 @@ def test_decode_tensor_core_form_at_t1(shared):
     assert rel(out, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[torch.float16]
 
 
+@pytest.mark.parametrize("T,dtype", [(1, torch.float32), (5, torch.float16)])
+@pytest.mark.parametrize("shared", [None, (24, True)])
+def test_decode_prefetch_switch_same_answer(T, dtype, shared, monkeypatch):
+    """MOELAB_CENSUS_PREFETCH (phase 2's first w2 chunk before the wait): the same answer as without it, in the GEMV
+    form (T=1) and the tensor-core form, where I is not a multiple of the chunk (the first chunk is masked too)."""
+    from moelab.kernels.moe_decode import moe_decode
+    x, w13, w2, w, ids, sh = make(T, 8, 64, 40, 2, dtype, seed=7, shared=shared)
+    cfg = dict(BLOCK_K2=32) if T > 1 else dict(BLOCK_K2=32, BLOCK_K=32)
+    off = moe_decode(x, w13, w2, w, ids, sh, out=poisoned(T, 64, dtype), config=cfg)
+    monkeypatch.setenv("MOELAB_CENSUS_PREFETCH", "1")
+    on = moe_decode(x, w13, w2, w, ids, sh, out=poisoned(T, 64, dtype), config=cfg)
+    assert rel(on, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[dtype]
+    assert torch.equal(on, off)  # the same products in the same order
+
+
 def test_decode_many_seeds():
     """100 random seeds at one decode shape (routing and data both change)."""
     for path in ("pairs", "decode"):
@@ -353,8 +368,8 @@ def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):
             assert rel(a, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
 
 
-@pytest.mark.parametrize("job", ["moe_pairs", "moe_t1", "moe_decode", "moe_gate_up", "moe_down", "route_grouped",
-                                 "moe_group", "moe_group_sort", "moe_sum_k"])
+@pytest.mark.parametrize("job", ["moe_pairs", "moe_t1", "moe_decode", "moe_decode_prefetch", "moe_gate_up", "moe_down",
+                                 "route_grouped", "moe_group", "moe_group_sort", "moe_sum_k"])
 def test_compiles_for_sm90(sm90, job):
     """The interpreter cannot see compile-only errors (a name bound in one branch of a runtime `if` passed it
     here and failed on the H200 once): every MoE kernel must also compile for sm_90 on the CPU."""
@@ -364,7 +379,7 @@ def test_compiles_for_sm90(sm90, job):
         assert "mma" in ptx  # tensor-core instructions, not FMA loops
     if job.startswith("moe_") and job not in ("moe_gate_up", "moe_down", "moe_group", "moe_group_sort", "moe_sum_k"):
         assert "atom" in ptx or "red." in ptx  # the phase counters are real atomics
-    if job in ("moe_pairs", "moe_t1", "moe_decode"):
+    if job in ("moe_pairs", "moe_t1", "moe_decode", "moe_decode_prefetch"):
         # Every phase-2 wait ends in an acquire that the compiler kept (Triton 3.6 deleted an unused one: the cause
         # of the fp32 and 8-warp bugs). Checked here with whatever Triton is installed; for 3.6, docs/worklog.md.
         assert ".acquire" in ptx
