@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AK    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AL    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -271,6 +271,16 @@ case "${1:?stage A to G}" in
     run ab-b32 80 python benchmarks/ab_chain.py --batch 32 --rounds 2 --new-tokens 64 --variants base,sort=MOELAB_GROUP_SORT
     run attention 80 python benchmarks/bench_attention.py --shapes 8x1024,32x1024 --no-compile --sweep --samples 15
     run trace-b8 30 python benchmarks/trace_decode.py --batch 8 --ctx 1024
+    ;;
+  AL) # session 9's second call: the GPU tests AK's time limit cut (MoE, router, the engine's parity), the one-launch
+      # router at batch 8 again, now on 4 warps (alone 6.0 us against 8.0 for dense + route; predicted batch 8
+      # -0.05 to -0.1 ms, if the chain keeps the kernel's gain), 8 warps in the sweep, and the batch-32 record with
+      # the one-sort grouping adopted (15.2 ms in AK's A/B)
+    run gpu-tests 200 python -m pytest tests/kernels/test_moe.py tests/kernels/test_router.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf -x
+    run sweep-router 40 python benchmarks/sweep_router.py --tokens 8 --samples 10
+    run ab-b8 100 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,fr8=MOELAB_FUSED_ROUTER_MAX_T:8
+    run decode-b32 60 python benchmarks/bench_decode.py --batch 32 --rows moelab
+    run bench-moe 70 python -m moelab bench moe --tokens 1,8,32,64,256 --samples 10 --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -44,7 +44,7 @@ def main() -> None:
         m = timing.measure(lambda x, w: route(dense(x, w), k), sets, mode="graph", samples=a.samples)
         rows.append(("dense + route (the engine at T > 1)", m.median_us, m.iqr_us))
         for be in (1, 2, 4, 8):
-            for nw in (1, 2, 4):
+            for nw in (1, 2, 4, 8):
                 cfg = dict(BLOCK_E=be, num_warps=nw)
                 got = router(*sets[0], k, config=dict(cfg))
                 # As tests/kernels/test_router.py: a last-bit difference in the logits may swap two experts at a

@@ -50,8 +50,7 @@ def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, 
     """impl="moelab": the Triton kernels (interpreted on CPU) in the whole model. Kept tiny: 6 decode steps.
     qwen3_moe: per-head q/k norm; qwen2_moe: shared expert, RoPE only; batch 1: the engine's T=1 paths (the
     one-launch router, the T=1 expert kernel); switches: the tensor-core linear from T=1 (SWITCHES), counted to have
-    run at the decode steps' T (this tiny model never reaches the grouped path, so MOELAB_GROUP_SORT has no case
-    here: test_moe covers it). Every case: greedy_emit ends each decode step."""
+    run at the decode steps' T. Every case: greedy_emit ends each decode step."""
     for name, value in SWITCHES.items():
         if switches:
             monkeypatch.setenv(name, value)

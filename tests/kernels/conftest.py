@@ -176,19 +176,9 @@ SM90_JOBS = {
                     "part_ptr": "*fp32", "cnt_ptr": "*i32", "out_ptr": "*bf16"},
                    {"K": 8, "K_PAD": 8, "P_PAD": 64, "E_PAD": 128, "S_MAX": 65, "S_PAD": 128, "N_IBLK": 24, "N_HBLK": 64,
                     "N1": 1560, "BLOCK_T": 16, "BLOCK_I": 32, "BLOCK_K": 64, "BLOCK_H": 32, "BLOCK_K2": 64,
-                    "HAS_SHARED": True, "SHARED_GATE": True, "PREC": "tf32", "PREFETCH": False},
+                    "HAS_SHARED": True, "SHARED_GATE": True, "PREC": "tf32"},
                    ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"],
                    {"num_warps": 2, "num_stages": 4}),  # decode_config at T ≤ 8
-    "moe_decode_prefetch": ("moe_decode", "_moe_decode_kernel",  # MOELAB_CENSUS_PREFETCH, batch 8
-                            {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32",
-                             "tid_ptr": "*i32", "sw13_ptr": "*bf16", "sw2_ptr": "*bf16", "sgate_ptr": "*bf16",
-                             "act_ptr": "*bf16", "part_ptr": "*fp32", "cnt_ptr": "*i32", "out_ptr": "*bf16"},
-                            {"K": 8, "K_PAD": 8, "P_PAD": 64, "E_PAD": 128, "S_MAX": 64, "S_PAD": 64, "N_IBLK": 24,
-                             "N_HBLK": 64, "N1": 1536, "BLOCK_T": 16, "BLOCK_I": 32, "BLOCK_K": 64, "BLOCK_H": 32,
-                             "BLOCK_K2": 64, "HAS_SHARED": False, "SHARED_GATE": False, "PREC": "tf32",
-                             "PREFETCH": True},
-                            ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"],
-                            {"num_warps": 2, "num_stages": 4}),
     "moe_gate_up": ("moe_grouped", "_gate_up_kernel",
                     {"x_ptr": "*bf16", "w13_ptr": "*bf16", "order_ptr": "*i32", "start_ptr": "*i32",
                      "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "act_ptr": "*bf16"},
@@ -199,11 +189,6 @@ SM90_JOBS = {
                   "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "y_ptr": "*fp32"},
                  {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "PREC": "tf32"},
                  ["act_ptr", "w2_ptr", "y_ptr", "H", "I", "s_w2e", "s_w2r"]),
-    "moe_group": ("moe_grouped", "_group_kernel",  # the grouping in one program (batch 32: P=256, E=128)
-                  {"ids_ptr": "*i32", "order_ptr": "*i32", "start_ptr": "*i32", "count_ptr": "*i32",
-                   "cum_tiles_ptr": "*i32"},
-                  {"BM": 64, "E_PAD": 128, "BLOCK_P": 32},
-                  ["ids_ptr", "order_ptr"], {"num_warps": 8}),
     "moe_group_sort": ("moe_grouped", "_group_sort_kernel",  # the same by one histogram and one sort (P=256)
                        {"ids_ptr": "*i32", "order_ptr": "*i32", "start_ptr": "*i32", "count_ptr": "*i32",
                         "cum_tiles_ptr": "*i32"},
@@ -237,7 +222,7 @@ SM90_JOBS = {
                   {"T_PAD": 8, "BLOCK_E": 1, "BLOCK_H": 1024, "N_PROG": 128, "K": 8, "K_PAD": 8, "E_PAD": 128,
                    "SCORING": 0, "RENORM": True, "HAS_BIAS": False, "N_GROUP": 1, "TOPK_GROUP": 1, "USE_PDL": True,
                    "TRIGGER": False},
-                  ["x_ptr", "w_ptr", "H", "s_xt", "s_we"], {"num_warps": 1}),
+                  ["x_ptr", "w_ptr", "H", "s_xt", "s_we"], {"num_warps": 4}),  # router_config at T > 1
 }
 
 _SM90_SCRIPT = r"""

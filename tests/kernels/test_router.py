@@ -77,7 +77,7 @@ def test_router_compiles_for_sm90(sm90):
 
 
 def test_router_compiles_for_sm90_at_batch_8(sm90):
-    """The batch-8 launch (one warp, 8 rows): the last arriver's [8, E] routing tile compiles, and with no chain
+    """The batch-8 launch (4 warps, 8 rows): the last arriver's [8, E] routing tile compiles, and with no chain
     to join (T > CHAIN_MAX_T) the kernel releases nothing early."""
     assert "error" not in sm90["router_t8"], sm90["router_t8"].get("error")
     ptx = sm90["router_t8"]["ptx"]

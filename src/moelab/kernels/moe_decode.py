@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, counters, env_flag, next_pow2
+from moelab.kernels import cdiv, counters, next_pow2
 from moelab.kernels import dot_precision as _prec
 
 
@@ -106,7 +106,6 @@ def _moe_decode_kernel(
     BLOCK_T: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
     HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, PREC: tl.constexpr,
-    PREFETCH: tl.constexpr,  # phase 2 requests its first w2 chunk before waiting for the slot (MOELAB_CENSUS_PREFETCH)
 ):
     # counters: [0, S_MAX) phase-1 blocks done per slot; [S_MAX, S_MAX+N_HBLK) phase-2 programs done per
     # block of outputs; S_MAX+N_HBLK: phase-2 programs done in all (the last one resets everything).
@@ -182,29 +181,12 @@ def _moe_decode_kernel(
             else:
                 w_base = w2_ptr + e.to(tl.int64) * s_w2e
                 s_row = s_w2r
-            k_start = 0
-            if PREFETCH:
-                # The first chunk of w2 is no kernel's output: in flight before the wait (the pair kernel's form).
-                offs_k = tl.arange(0, BLOCK_K2)
-                w0 = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :],
-                             mask=hmask[:, None] & (offs_k < I_s)[None, :], other=0.0, eviction_policy="evict_first")
-                k_start = BLOCK_K2
             I_ready = _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I), I_s, "")
             if USE_DOT:
                 acc = tl.zeros((BLOCK_H, BLOCK_T), dtype=tl.float32)
             else:
                 acc = tl.zeros((BLOCK_H,), dtype=tl.float32)
-            if PREFETCH:
-                offs_k = tl.arange(0, BLOCK_K2)
-                if USE_DOT:
-                    a = tl.load(act_ptr + (s * T + offs_t[:, None]) * I_MAX + offs_k[None, :],
-                                mask=tmask[:, None] & (offs_k < I_ready)[None, :], other=0.0, cache_modifier=".cg")
-                    acc = tl.dot(w0, tl.trans(a), acc, input_precision=PREC)
-                else:
-                    a = tl.load(act_ptr + s * T * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0,
-                                cache_modifier=".cg").to(tl.float32)
-                    acc += tl.sum(w0.to(tl.float32) * a[None, :], axis=1)
-            for k0 in range(k_start, I_s, BLOCK_K2):
+            for k0 in range(0, I_s, BLOCK_K2):
                 offs_k = k0 + tl.arange(0, BLOCK_K2)
                 kmask = offs_k < I_s
                 w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :],
@@ -313,9 +295,6 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
         E_PAD=next_pow2(E), S_MAX=s_max, S_PAD=next_pow2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
         HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None,
         PREC=_prec(x.dtype, "fused_moe (census path)") if cfg["BLOCK_T"] >= 16 else "tf32",  # 1 token: no tl.dot
-        # An A/B, unmeasured: phase 2 waits with nothing in flight, while the pair kernel's phase 2 holds its first
-        # chunk during the wait. Prediction at T=8: -2 to -4 µs of the 127.6 (a chunk's latency per phase-2 wave).
-        PREFETCH=env_flag("MOELAB_CENSUS_PREFETCH"),
         num_warps=num_warps, **cfg,
     )
     return out

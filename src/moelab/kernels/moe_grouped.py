@@ -8,8 +8,8 @@ Steps (no host synchronisation, so it can be graph-captured):
      expert's pairs are contiguous; tiles of BLOCK_M pairs never straddle two experts; the grid is sized by the
      worst case (P/BLOCK_M + E tiles), surplus programs exit at once. With torch ops that is about 13 small
      launches (sort, casts, scatter_add, cumsums: counted with torch.profiler on the CPU), each ~2 µs of a
-     graph-replayed step at batch 32 (48 layers: ~1 ms of 17.9); `_group_kernel` does it in one launch of one
-     program (P ≤ GROUP_FUSED_MAX_P; batch 32 18.2 → 16.1 ms per token), with the same order;
+     graph-replayed step at batch 32 (48 layers: ~1 ms of 17.9); `_group_sort_kernel` does it in one launch of one
+     program (P ≤ GROUP_FUSED_MAX_P; batch 32 18.2 → 16.1 ms per token in a first form), with the same order;
   2. `_gate_up_kernel`: per (tile, block of I) gathers its tokens' rows of x, multiplies by the
      expert's gate and up rows on tensor cores, SiLU(gate)·up in the epilogue → act[sorted pair, I];
   3. `_down_kernel`: per (tile, block of H) act · w2[e]ᵀ, times the pair's routing weight → y[pair, H] fp32;
@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, env_flag, next_pow2
+from moelab.kernels import cdiv, next_pow2
 from moelab.kernels import dot_precision as _prec
 
 
@@ -40,47 +40,18 @@ def _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD: tl.constexp
 
 
 @triton.jit
-def _group_kernel(ids_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, P, E,
-                  BM: tl.constexpr, E_PAD: tl.constexpr, BLOCK_P: tl.constexpr):
-    """One program: count[e], start[e] (exclusive cumsum), cum_tiles[e] (inclusive cumsum of ⌈count/BM⌉) and
-    order[start[e] + j] = the j-th pair (in pair order) routed to e — a stable argsort, as torch.sort(stable=True).
-    Two passes over the P ids in chunks of BLOCK_P: a histogram, then each pair's place = start + pairs of its
-    expert in earlier chunks + earlier pairs of its expert in this chunk. An out-of-range id (possible only
-    under graph capture, where the host check is off) counts nowhere and is placed nowhere; `_sum_k_kernel`
-    poisons its token."""
-    offs_e = tl.arange(0, E_PAD)
-    emask = offs_e < E
-    offs_c = tl.arange(0, BLOCK_P)
-    count = tl.zeros((E_PAD,), dtype=tl.int32)
-    for p0 in range(0, P, BLOCK_P):
-        ids = tl.load(ids_ptr + p0 + offs_c, mask=p0 + offs_c < P, other=-1)
-        count += tl.sum((ids[:, None] == offs_e[None, :]).to(tl.int32), axis=0)
-    start = tl.cumsum(count, axis=0) - count
-    tl.store(count_ptr + offs_e, count, mask=emask)
-    tl.store(start_ptr + offs_e, start, mask=emask)
-    tl.store(cum_tiles_ptr + offs_e, tl.cumsum((count + BM - 1) // BM, axis=0), mask=emask)
-    seen = tl.zeros((E_PAD,), dtype=tl.int32)  # pairs of each expert in the chunks before this one
-    for p0 in range(0, P, BLOCK_P):
-        pmask = p0 + offs_c < P
-        ids = tl.load(ids_ptr + p0 + offs_c, mask=pmask, other=-1)
-        onehot = ids[:, None] == offs_e[None, :]  # [BLOCK_P, E_PAD]
-        base = tl.sum(tl.where(onehot, (start + seen)[None, :], 0), axis=1)
-        ids_q = tl.load(ids_ptr + p0 + offs_c, mask=pmask, other=-2)  # the same chunk, along the other axis
-        earlier = (ids[:, None] == ids_q[None, :]) & (offs_c[None, :] < offs_c[:, None])
-        rank = tl.sum(earlier.to(tl.int32), axis=1)
-        tl.store(order_ptr + base + rank, p0 + offs_c, mask=pmask & (ids >= 0) & (ids < E))
-        seen += tl.sum(onehot.to(tl.int32), axis=0)
-
-
-@triton.jit
 def _group_sort_kernel(ids_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, P, E,
                        BM: tl.constexpr, E_PAD: tl.constexpr, P_PAD: tl.constexpr):
-    """`_group_kernel`'s outputs, bit for bit, without its serial loop over chunks (12.8 µs for 256 pairs on the
-    H200, trace-decode-…T220433: one program walking 2 × 8 chunks, each a dependent global load and reductions).
-    Here every id is loaded at once, counted with one histogram, and the stable order is one bitonic sort of the
-    keys id · P_PAD + pair (unique, so any sort is stable): order = the sorted keys' pair parts. An out-of-range
-    id gets a key above every valid one and so is counted nowhere and placed nowhere, as there.
-    Napkin math at P=256, E=128: 1 KB read, ~2 KB written; a 256-element bitonic sort is 36 compare-exchange steps."""
+    """The grouping in one program: count[e], start[e] (exclusive cumsum), cum_tiles[e] (inclusive cumsum of
+    ⌈count/BM⌉) and order[start[e] + j] = the j-th pair (in pair order) routed to e — a stable argsort, as
+    torch.sort(stable=True). Every id is loaded at once, counted with one histogram, and the stable order is one
+    bitonic sort of the keys id · P_PAD + pair (unique, so any sort is stable): order = the sorted keys' pair parts.
+    An out-of-range id (possible only under graph capture, where the host check is off) gets a key above every
+    valid one, so it is counted nowhere and placed nowhere; `_sum_k_kernel` poisons its token.
+    Napkin math at P=256, E=128: 1 KB read, ~2 KB written; a 256-element bitonic sort is 36 compare-exchange steps.
+    It replaced a program that walked the pairs in 2 × 8 dependent chunks of 32 (12.8 µs at 256 pairs,
+    trace-decode-…T220433): batch 32 15.7 → 15.2 ms per token, the same tokens (H200, session 9,
+    ab-chain-…T233201; predicted −3 %)."""
     offs = tl.arange(0, P_PAD)
     ids = tl.load(ids_ptr + offs, mask=offs < P, other=-1)
     valid = (offs < P) & (ids >= 0) & (ids < E)
@@ -195,11 +166,11 @@ def grouped_config(P: int, E: int, H: int, I: int) -> dict:
     return dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3)
 
 
-GROUP_FUSED_MAX_P = 1024  # one program loops over the pairs twice: at P=1024 (T=128, k=8) 2 × 32 chunks of 32
+GROUP_FUSED_MAX_P = 1024  # one program sorts all the pairs: at P=1024 (T=128, k=8) 48 registers (sm_90, Triton 3.6)
 
 
 def group_fused(P: int) -> bool:
-    """Whether the grouping runs as `_group_kernel` (one launch) rather than torch ops: up to GROUP_FUSED_MAX_P pairs.
+    """Whether the grouping runs as `_group_sort_kernel` (one launch) rather than torch ops: up to GROUP_FUSED_MAX_P pairs.
     The batch-32 step went 18.2 → 16.1 ms per token with it, the same tokens (H200, session 8, ab-chain-…T215300)."""
     return P <= GROUP_FUSED_MAX_P
 
@@ -213,12 +184,8 @@ def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool):
         buf = torch.empty(P + 3 * E, dtype=torch.int32, device=ids.device)
         order, start, count, cum_tiles = buf[:P], buf[P:P + E], buf[P + E:P + 2 * E], buf[P + 2 * E:]
         e_pad = next_pow2(E)
-        if env_flag("MOELAB_GROUP_SORT"):  # an A/B, unmeasured: see _group_sort_kernel
-            _group_sort_kernel[(1,)](flat, order, start, count, cum_tiles, P, E, BM=bm, E_PAD=e_pad,
-                                     P_PAD=max(16, next_pow2(P)), num_warps=8)
-        else:
-            _group_kernel[(1,)](flat, order, start, count, cum_tiles, P, E, BM=bm, E_PAD=e_pad,
-                                BLOCK_P=max(16, min(32, 8192 // e_pad)), num_warps=8)
+        _group_sort_kernel[(1,)](flat, order, start, count, cum_tiles, P, E, BM=bm, E_PAD=e_pad,
+                                 P_PAD=max(16, next_pow2(P)), num_warps=8)
         return order, start, count, cum_tiles
     flat = flat.to(torch.int64)
     order = torch.sort(flat, stable=True).indices.to(torch.int32)  # pairs grouped by expert, token order kept
@@ -279,7 +246,7 @@ def moe_grouped(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, co
     """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]."""
     T, H = x.shape
     k = topk_ids.shape[1]
-    topk_ids = topk_ids.contiguous()  # _group_kernel and _sum_k_kernel index it as [T, k] rows
+    topk_ids = topk_ids.contiguous()  # _group_sort_kernel and _sum_k_kernel index it as [T, k] rows
     cfg = dict(grouped_config(T * k, w13.shape[0], H, w2.shape[2]), **(config or {}))
     y = _experts_pass(x, w13, w2, topk_weights, topk_ids, cfg)
     extra = None

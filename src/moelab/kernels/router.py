@@ -29,7 +29,9 @@ ROUTER_MAX_T = 16  # decode sizes: the [T, BLOCK_E, BLOCK_H] product is held in 
 # The engine uses the one-launch router up to `fused_router_max_t()` tokens. When its last arriver routed the tokens
 # one after another, it took 17.7 µs at T=8 against 8.0 for cuBLAS + `route`, while at T=1 it took 4.25 µs against
 # more than 5.6 (H200, benchmarks/sweep_router.py, 2026-12-01 12:03). It now routes every token at once (the rows of
-# one tile, `_route_rows`), unmeasured at T > 1 so far: MOELAB_FUSED_ROUTER_MAX_T is the A/B switch for that.
+# one tile, `_route_rows`). At T=8 on one warp that still lost in the chained step: batch 8 7.97 → 8.24 ms per token
+# (session 9, ab-chain-…T233130), where the kernel alone took 9.9 µs against 6.0 on 4 warps (router_config).
+# MOELAB_FUSED_ROUTER_MAX_T is the A/B switch for T > 1.
 FUSED_ROUTER_MAX_T = 1
 
 
@@ -93,13 +95,17 @@ def _router_kernel(
         tl.store(cnt_ptr, 0)
 
 
-def router_config(T: int, E: int, H: int, block_e: int = 1, num_warps: int = 1) -> dict:
+def router_config(T: int, E: int, H: int, block_e: int = 1, num_warps: int | None = None) -> dict:
     """BLOCK_E experts per program (E/BLOCK_E programs), BLOCK_H so the [T, BLOCK_E, BLOCK_H] product stays near 8K
-    elements. One expert per program on one warp: the best of benchmarks/sweep_router.py on the H200 (2026-12-01
-    12:03, Qwen3-30B-A3B T=1: 4.25 µs; 2 experts / 4 warps, the first guess, 5.36 µs) — one warp keeps the last
-    arriver's reductions inside a warp."""
+    elements. One expert per program (benchmarks/sweep_router.py on the H200): at T=1 on one warp (2026-12-01 12:03,
+    Qwen3-30B-A3B: 4.25 µs; 2 experts / 4 warps, the first guess, 5.36 µs) — one warp keeps the last arriver's
+    reductions inside a warp; at T=8 on 4 warps (session 9, gpu-session-AK-…T2325: 5.99 µs, 2 warps 7.01, 1 warp
+    9.92; `dense` + `route` 8.01), where the [8, E] routing tile and the [8, BLOCK_H] products want more threads.
+    T=2..4 unmeasured: 4 warps as at 8."""
     t_pad = next_pow2(T)
     block_h = max(16, min(next_pow2(H), 8192 // (t_pad * block_e)))
+    if num_warps is None:
+        num_warps = 1 if T == 1 else 4
     return dict(BLOCK_E=block_e, BLOCK_H=block_h, num_warps=num_warps)
 
 
