@@ -48,9 +48,9 @@ SWITCHES = {"MOELAB_LINEAR_DOT_MIN_T": "1"}
                                                    ("qwen3_moe", 1, True)])
 def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, monkeypatch):
     """impl="moelab": the Triton kernels (interpreted on CPU) in the whole model. Kept tiny: 6 decode steps.
-    qwen3_moe: per-head q/k norm; qwen2_moe: shared expert, RoPE only; batch 1: the engine's T=1 paths (the
-    one-launch router, the T=1 expert kernel); switches: the tensor-core linear from T=1 (SWITCHES), counted to have
-    run at the decode steps' T. Every case: greedy_emit ends each decode step."""
+    qwen3_moe: per-head q/k norm; qwen2_moe: shared expert, RoPE only; batch 1: the engine's T=1 expert kernel;
+    both batches: the one-launch router (up to fused_router_max_t rows); switches: the tensor-core linear from T=1
+    (SWITCHES), counted to have run at the decode steps' T. Every case: greedy_emit ends each decode step."""
     for name, value in SWITCHES.items():
         if switches:
             monkeypatch.setenv(name, value)

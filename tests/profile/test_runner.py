@@ -82,10 +82,16 @@ def test_scaled_chain_when_the_model_does_not_fit(fake_meter):
     assert st["impls"]["eager"]["launches"] == 100 + 100 * 2
 
 
-@pytest.mark.parametrize("batch,router", [(1, "router+topk"), (2, "router.topk")])  # the fused router: T=1 only
-def test_moelab_chain_matches_eager_under_the_interpreter(fake_meter, batch, router):
+# The fused router up to fused_router_max_t() rows (8); MOELAB_FUSED_ROUTER_MAX_T=1 gives the two-launch form at 2.
+@pytest.mark.parametrize("batch,fused_max,router", [(1, None, "router+topk"), (2, None, "router+topk"),
+                                                    (2, "1", "router.topk")])
+def test_moelab_chain_matches_eager_under_the_interpreter(fake_meter, batch, fused_max, router, monkeypatch):
     if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("needs the Triton interpreter")
+    if fused_max is None:
+        monkeypatch.delenv("MOELAB_FUSED_ROUTER_MAX_T", raising=False)
+    else:
+        monkeypatch.setenv("MOELAB_FUSED_ROUTER_MAX_T", fused_max)
     spec, res = _profile(_tiny_qwen35(), impls=("eager", "moelab"), dtype=torch.float16, batch=batch)
     m = res["step"]["impls"]["moelab"]
     assert 0.0 < m["rel_err_vs_eager"] < 1e-2

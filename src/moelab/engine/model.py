@@ -128,9 +128,10 @@ class MoE:
         if self.fused_router is not None and x.shape[0] <= fused_router_max_t():
             weights, ids = self.fused_router(x, self.router, k, "softmax", renorm)  # [T, k]
         else:
-            # The logits on `dense` (moelab's decode kernel up to DENSE_MAX_T rows, else cuBLAS): cuBLAS took 5.3 µs
-            # for this 0.5 MB GEMV at batch 8 (trace-decode-…T131950); the batch-8 step went 8.24 → 8.18 ms per token
-            # with moelab's (H200, session 8, ab-chain-…T213813, with the tensor-core linear from T=4 in both).
+            # Above the fused router's rows: the logits on `dense` (moelab's decode kernel up to DENSE_MAX_T rows, else
+            # cuBLAS). cuBLAS took 5.3 µs for this 0.5 MB GEMV at batch 8 (trace-decode-…T131950); the batch-8 step
+            # went 8.24 → 8.18 ms per token with moelab's (H200, session 8, ab-chain-…T213813) before the fused router
+            # took batch 8 over (kernels/router.py).
             logits = self.dense(x, self.router)  # [T, E]
             weights, ids = self.route(logits, k, "softmax", renorm)  # [T, k]
         return self.fused_moe(x, self.w13, self.w2, weights, ids, self.shared)

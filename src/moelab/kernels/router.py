@@ -29,10 +29,11 @@ ROUTER_MAX_T = 16  # decode sizes: the [T, BLOCK_E, BLOCK_H] product is held in 
 # The engine uses the one-launch router up to `fused_router_max_t()` tokens. When its last arriver routed the tokens
 # one after another, it took 17.7 µs at T=8 against 8.0 for cuBLAS + `route`, while at T=1 it took 4.25 µs against
 # more than 5.6 (H200, benchmarks/sweep_router.py, 2026-12-01 12:03). It now routes every token at once (the rows of
-# one tile, `_route_rows`). At T=8 on one warp that still lost in the chained step: batch 8 7.97 → 8.24 ms per token
-# (session 9, ab-chain-…T233130), where the kernel alone took 9.9 µs against 6.0 on 4 warps (router_config).
-# MOELAB_FUSED_ROUTER_MAX_T is the A/B switch for T > 1.
-FUSED_ROUTER_MAX_T = 1
+# one tile, `_route_rows`): at T=8 on 4 warps 6.0 µs against 8.1 for `dense` + `route` alone, and batch 8 7.81 →
+# 7.77 ms per token in the chained step (session 9, gpu-session-AL-…T2338, ab-chain-…T234357; on 1 warp it had
+# lost, 7.97 → 8.24, ab-chain-…T233130). T=2..7 are unmeasured: the fused form won at both measured ends.
+# MOELAB_FUSED_ROUTER_MAX_T stays as the tuning switch (1 gives the two-launch form above T=1).
+FUSED_ROUTER_MAX_T = 8
 
 
 def fused_router_max_t() -> int:
