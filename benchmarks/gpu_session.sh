@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AL    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AM    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -281,6 +281,13 @@ case "${1:?stage A to G}" in
     run ab-b8 100 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,fr8=MOELAB_FUSED_ROUTER_MAX_T:8
     run decode-b32 60 python benchmarks/bench_decode.py --batch 32 --rows moelab
     run bench-moe 70 python -m moelab bench moe --tokens 1,8,32,64,256 --samples 10 --save
+    ;;
+  AM) # session 9's last call: the GPU tests AL's limit cut (the router's [T, E] routing tile and the engine's parity
+      # with the router fused up to 8 rows), the records of batch 1 and 8 at the final code, traces for the next session
+    run gpu-tests 150 python -m pytest tests/kernels/test_router.py tests/engine/test_generate.py tests/kernels/test_moe.py -k "router or route or match_transformers or graph or group" -q -p no:cacheprovider --tb=short -rf
+    run decode 90 python benchmarks/bench_decode.py --batch 1,8 --rows moelab
+    run trace-b8 30 python benchmarks/trace_decode.py --batch 8 --ctx 1024
+    run trace-b1 30 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
