@@ -283,11 +283,14 @@ case "${1:?stage A to G}" in
     run bench-moe 70 python -m moelab bench moe --tokens 1,8,32,64,256 --samples 10 --save
     ;;
   AM) # session 9's last call: the GPU tests AL's limit cut (the router's [T, E] routing tile and the engine's parity
-      # with the router fused up to 8 rows), the records of batch 1 and 8 at the final code, traces for the next session
-    run gpu-tests 150 python -m pytest tests/kernels/test_router.py tests/engine/test_generate.py tests/kernels/test_moe.py -k "router or route or match_transformers or graph or group" -q -p no:cacheprovider --tb=short -rf
-    run decode 90 python benchmarks/bench_decode.py --batch 1,8 --rows moelab
+      # with the router fused up to 8 rows, the census by histogram), the census by one histogram at batch 8
+      # (MOELAB_CENSUS_HIST: ~360 fewer instructions before each program's first load; predicted -3 to -6 us of the
+      # census kernel's 126, batch 8 -0.15 to -0.3 ms), the records of batch 1 and 8 (8 with and without it), a trace
+    run gpu-tests 150 python -m pytest tests/kernels/test_router.py tests/engine/test_generate.py tests/kernels/test_moe.py -k "router or route or match_transformers or graph or group or histogram" -q -p no:cacheprovider --tb=short -rf
+    run ab-b8 70 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,hist=MOELAB_CENSUS_HIST
+    run decode 70 python benchmarks/bench_decode.py --batch 1,8 --rows moelab
+    MOELAB_CENSUS_HIST=1 run decode-hist 45 python benchmarks/bench_decode.py --batch 8 --rows moelab
     run trace-b8 30 python benchmarks/trace_decode.py --batch 8 --ctx 1024
-    run trace-b1 30 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
