@@ -9,7 +9,7 @@ pay as few launch gaps and tails as possible.
 
 Design (one grid, two phases, no host work, no index_select copy, no padding of tokens to tiles):
   * every program derives the same list of distinct experts ("slots") from topk_ids: a presence
-    vector over E and its prefix sum (no sort, no extra launch);
+    vector over E (one histogram) and its prefix sum (no sort, no extra launch);
   * phase 1, programs (slot, block of BLOCK_I rows of I): gate and up rows for all tokens routed to
     that expert, SiLU(gate)·up rounded to the activation dtype, into a small scratch act[slot, t, :];
     then a release-increment of the slot's counter;
@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, counters, env_flag, next_pow2
+from moelab.kernels import cdiv, counters, next_pow2
 from moelab.kernels import dot_precision as _prec
 
 
@@ -106,7 +106,6 @@ def _moe_decode_kernel(
     BLOCK_T: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
     HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, PREC: tl.constexpr,
-    HIST: tl.constexpr,  # the census by one histogram (MOELAB_CENSUS_HIST, an A/B) rather than a [P, E] compare
 ):
     # counters: [0, S_MAX) phase-1 blocks done per slot; [S_MAX, S_MAX+N_HBLK) phase-2 programs done per
     # block of outputs; S_MAX+N_HBLK: phase-2 programs done in all (the last one resets everything).
@@ -117,14 +116,13 @@ def _moe_decode_kernel(
     offs_p = tl.arange(0, P_PAD)
     pid_ids = tl.load(tid_ptr + offs_p, mask=offs_p < T * K, other=-1)
     offs_e = tl.arange(0, E_PAD)
-    if HIST:
-        # One histogram of the valid ids (an out-of-range id is counted nowhere): ~300 fewer instructions per program
-        # than the [P_PAD, E_PAD] compare below at T=8 (sm_90 SASS, Triton 3.6), which every one of ~5,600 programs
-        # runs before its first load.
-        valid = (pid_ids >= 0) & (pid_ids < E)
-        present = tl.histogram(tl.where(valid, pid_ids, 0), E_PAD, mask=valid) > 0
-    else:
-        present = tl.max((pid_ids[:, None] == offs_e[None, :]).to(tl.int32), axis=0) > 0
+    # One histogram of the valid ids: an out-of-range id (possible only under graph capture, where the host check
+    # is off) is counted nowhere, so it gets no slot and no weight is read for it. (The [P, E] compare it replaced
+    # matched ids in [E, E_PAD) and would have read past the weights for them; it also ran ~360 more instructions
+    # before each program's first load at T=8 — sm_90 SASS, Triton 3.6 — with the same speed: batch 8 7.94 ms per
+    # token both ways, session 9, ab-chain-…T000611.)
+    valid = (pid_ids >= 0) & (pid_ids < E)
+    present = tl.histogram(tl.where(valid, pid_ids, 0), E_PAD, mask=valid) > 0
     rank = tl.cumsum(present.to(tl.int32), axis=0) - 1
     n_routed = tl.sum(present.to(tl.int32), axis=0)
     n_slots = n_routed + HAS_SHARED
@@ -303,9 +301,6 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
         E_PAD=next_pow2(E), S_MAX=s_max, S_PAD=next_pow2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
         HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None,
         PREC=_prec(x.dtype, "fused_moe (census path)") if cfg["BLOCK_T"] >= 16 else "tf32",  # 1 token: no tl.dot
-        # An A/B, unmeasured. Prediction at T=8: -3 to -6 µs of the 126 (the census is ~565 of the phase-1 programs'
-        # first instructions, mostly 128 compares and selects per thread, before any weight byte is requested).
-        HIST=env_flag("MOELAB_CENSUS_HIST"),
         num_warps=num_warps, **cfg,
     )
     return out
