@@ -7,7 +7,7 @@ residual-add + RMSNorm. Tokens travel flat: prefill is [B·P, H] (B prompts of P
 Which code runs where:
   * norms, q/k norm + RoPE, decode attention (at decode one op with the q/k prologue and the KV-cache append),
     router + routing, experts: `ops.get(name, impl)`;
-  * dense projections (qkv, o, lm_head, dense MLPs, the router's logits beyond T=1):
+  * dense projections (qkv, o, lm_head, dense MLPs, the router's logits beyond the fused router's 8 rows):
     `moelab.ops.linear.dense_for(impl)` — moelab's decode kernel up to 16 rows (the GEMV below 4, its tensor-core
     form from 4; cuBLAS was at 32-48 % of the floor on qkv/o in the H200 profile, docs/worklog.md), cuBLAS above
     and for prefill; plain `F.linear` under impl="eager";

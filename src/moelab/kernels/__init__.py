@@ -96,7 +96,7 @@ def chain_pdl(device: torch.device, rows: int) -> bool:
       * the norms are PDL-launched (their weight read before the wait); the pair kernel (`moe_pairs`, T ≤ 4)
         releases them as each program starts, so the next layer's norm and qkv projection are resident and
         loading in the experts' tail (`moe_t1` does not release early);
-      * at T=1 the one-launch router releases the pair kernel as it starts, which waits in hardware (`gdc_wait`),
+      * at T ≤ 2 the one-launch router releases the pair kernel as it starts, which waits in hardware (`gdc_wait`),
         not spinning. (Eagerly `fused_moe` checks the ids on the host between the two, so this link holds in CUDA
         graphs, where decode runs.)
     A launcher that had to copy what its kernel reads before the wait (a strided norm weight) launches without PDL.

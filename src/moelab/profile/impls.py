@@ -359,7 +359,7 @@ def build_units(spec: ModelSpec, graph: list[Op], d: Dims, device: torch.device,
             add("router+topk", op.group, ("router", "router.topk"), {i: f.router for i, f in fns.items()},
                 lambda i: (r.t(d.B, d.H), r.w(d.E, d.H)), "eager = cuBLAS GEMV + HF routing; moelab = one launch")
         elif op.kind == "compute" and n in ("qkv_proj", "o_proj", "lm_head", "router"):
-            # the engine's `dense` projections (the router's logits too, beyond the fused router's T=1)
+            # the engine's `dense` projections (the router's logits too, beyond the fused router's 8 rows)
             K, N = op.shapes["K"], op.shapes["N"]
             add(n, op.group, (n,), {i: f.dense for i, f in fns.items()}, lambda i, K=K, N=N: (r.t(d.B, K), r.w(N, K)),
                 "eager = F.linear (cuBLAS); moelab = its decode kernel (the GEMV below 4 rows, tensor cores from 4 "
