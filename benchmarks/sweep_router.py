@@ -8,7 +8,8 @@ Side by side in one process: cuBLAS logits + moelab's `route` (two launches, wha
 its GEMV part alone (bench-linear), so the last arriver's top-k chain is the suspect. Prediction: fewer warps
 shorten that chain (its reductions cross fewer warps) — best at 1-2 warps, ~3.5 µs.
 Session 9: the last arriver routes all T tokens at once (one [T, E] tile). Prediction at T=8: ~5 µs, against
-~7 for `dense` + `route`, the engine's two launches at T > 1 (4.5 + 2.7 µs of advance, trace-decode-…T215350).
+~7 for `dense` + `route`, the engine's two launches at T > 1 then (4.5 + 2.7 µs of advance, trace-decode-…T215350).
+Measured: 6.0 µs on 4 warps (gpu-session-AL-…T2338); the engine now fuses up to 8 rows, two launches above.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def main() -> None:
         m = timing.measure(lambda x, w: route(F.linear(x, w), k), sets, mode="graph", samples=a.samples)
         rows.append(("cuBLAS + route", m.median_us, m.iqr_us))
         m = timing.measure(lambda x, w: route(dense(x, w), k), sets, mode="graph", samples=a.samples)
-        rows.append(("dense + route (the engine at T > 1)", m.median_us, m.iqr_us))
+        rows.append(("dense + route (the engine above fused_router_max_t)", m.median_us, m.iqr_us))
         for be in (1, 2, 4, 8):
             for nw in (1, 2, 4, 8):
                 cfg = dict(BLOCK_E=be, num_warps=nw)

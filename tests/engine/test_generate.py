@@ -56,8 +56,10 @@ def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, 
             monkeypatch.setenv(name, value)
         else:
             monkeypatch.delenv(name, raising=False)
-    from moelab.kernels import linear as linear_mod, sample as sample_mod
+    monkeypatch.delenv("MOELAB_FUSED_ROUTER_MAX_T", raising=False)
+    from moelab.kernels import linear as linear_mod, router as router_mod, sample as sample_mod
     dot_launches = _count_launches(monkeypatch, linear_mod, "_linear_dot_kernel")
+    routers = _count_launches(monkeypatch, router_mod, "_router_kernel")
     emits = _count_launches(monkeypatch, sample_mod, "_greedy_emit_kernel")
     known = ops.names()  # loads the op modules
     missing = [n for n in NEEDED_OPS if n not in known or ops.REGISTRY[n].kernel is None]
@@ -76,10 +78,11 @@ def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, 
     assert torch.equal(tokens, ref_tokens)
     assert (batch in dot_launches) == switches  # decode: T = batch rows, below DOT_MIN_T unless switched
     assert any(t >= DOT_MIN_T for t in dot_launches)  # the prefill's 5-10 rows: from DOT_MIN_T on tensor cores
-    if dev == "cpu":  # one per decode step after the first token
-        assert len(emits) == steps
+    if dev == "cpu":  # one per decode step after the first token; the one-launch router in every MoE layer of
+        assert len(emits) == steps  # every decode step (and the prefill: 5 or 10 rows)
+        assert len(routers) >= steps * sum(eng.cfg.is_moe(i) for i in range(eng.cfg.layers)) > 0
     else:  # a CUDA graph's replays launch nothing the counter sees: only the warm-up and capture calls
-        assert emits
+        assert emits and routers
 
 
 # ------------------------------------------------------------------------------------------ sampling

@@ -189,7 +189,7 @@ SM90_JOBS = {
                   "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "y_ptr": "*fp32"},
                  {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "PREC": "tf32"},
                  ["act_ptr", "w2_ptr", "y_ptr", "H", "I", "s_w2e", "s_w2r"]),
-    "moe_group_sort": ("moe_grouped", "_group_sort_kernel",  # the same by one histogram and one sort (P=256)
+    "moe_group_sort": ("moe_grouped", "_group_sort_kernel",  # the grouping: one histogram, one sort (P=256)
                        {"ids_ptr": "*i32", "order_ptr": "*i32", "start_ptr": "*i32", "count_ptr": "*i32",
                         "cum_tiles_ptr": "*i32"},
                        {"BM": 16, "E_PAD": 128, "P_PAD": 256},
@@ -223,6 +223,13 @@ SM90_JOBS = {
                    "SCORING": 0, "RENORM": True, "HAS_BIAS": False, "N_GROUP": 1, "TOPK_GROUP": 1, "USE_PDL": True,
                    "TRIGGER": False},
                   ["x_ptr", "w_ptr", "H", "s_xt", "s_we"], {"num_warps": 4}),  # router_config at T > 1
+    "router_t2": ("router", "_router_kernel",  # batch 2: in the PDL chain, it releases the pair kernel as it starts
+                  {"x_ptr": "*bf16", "w_ptr": "*bf16", "bias_ptr": "*fp32", "logits_ptr": "*fp32", "tw_ptr": "*fp32",
+                   "ids_ptr": "*i32", "cnt_ptr": "*i32", "scaling": "fp32"},
+                  {"T_PAD": 2, "BLOCK_E": 1, "BLOCK_H": 2048, "N_PROG": 128, "K": 8, "K_PAD": 8, "E_PAD": 128,
+                   "SCORING": 0, "RENORM": True, "HAS_BIAS": False, "N_GROUP": 1, "TOPK_GROUP": 1, "USE_PDL": True,
+                   "TRIGGER": True},
+                  ["x_ptr", "w_ptr", "H", "s_xt", "s_we"], {"num_warps": 4}),
 }
 
 _SM90_SCRIPT = r"""

@@ -72,14 +72,19 @@ def test_router_compiles_for_sm90(sm90):
     assert "atom.global.gpu.acq_rel" in ptx
     assert "ld.global.L1::no_allocate.L2::evict_first.v4" in ptx or ".v4." in ptx
     assert "griddepcontrol.wait" in ptx  # launched with PDL: the weight chunk is requested before the wait
-    # At T=1 it releases the pair kernel as it starts (kernels.chain_pdl).
+    # At T ≤ CHAIN_MAX_T it releases the pair kernel as it starts (kernels.chain_pdl).
     assert ptx.index("griddepcontrol.launch_dependents") < ptx.index("griddepcontrol.wait")
 
 
-def test_router_compiles_for_sm90_at_batch_8(sm90):
-    """The batch-8 launch (4 warps, 8 rows): the last arriver's [8, E] routing tile compiles, and with no chain
-    to join (T > CHAIN_MAX_T) the kernel releases nothing early."""
-    assert "error" not in sm90["router_t8"], sm90["router_t8"].get("error")
-    ptx = sm90["router_t8"]["ptx"]
+@pytest.mark.parametrize("job,rows", [("router_t8", 8), ("router_t2", 2)])
+def test_router_compiles_for_sm90_above_one_row(sm90, job, rows):
+    """The 4-warp launches above T=1: the last arriver's [T, E] routing tile compiles; at 2 rows (in the PDL chain)
+    the kernel releases the pair kernel before its own wait, at 8 (no chain, T > CHAIN_MAX_T) nothing early."""
+    from moelab.kernels import CHAIN_MAX_T
+    assert "error" not in sm90[job], sm90[job].get("error")
+    ptx = sm90[job]["ptx"]
     assert "atom.global.gpu.acq_rel" in ptx and "griddepcontrol.wait" in ptx
-    assert "griddepcontrol.launch_dependents" not in ptx
+    if rows <= CHAIN_MAX_T:  # the jobs' TRIGGER is what router() passes: chain_pdl(device, T) on a Hopper GPU
+        assert ptx.index("griddepcontrol.launch_dependents") < ptx.index("griddepcontrol.wait")
+    else:
+        assert "griddepcontrol.launch_dependents" not in ptx

@@ -7,7 +7,7 @@ residual-add + RMSNorm. Tokens travel flat: prefill is [B·P, H] (B prompts of P
 Which code runs where:
   * norms, q/k norm + RoPE, decode attention (at decode one op with the q/k prologue and the KV-cache append),
     router + routing, experts: `ops.get(name, impl)`;
-  * dense projections (qkv, o, lm_head, dense MLPs, the router's logits beyond the fused router's 8 rows):
+  * dense projections (qkv, o, lm_head, dense MLPs, the router's logits beyond `fused_router_max_t()` rows, 8):
     `moelab.ops.linear.dense_for(impl)` — moelab's decode kernel up to 16 rows (the GEMV below 4, its tensor-core
     form from 4; cuBLAS was at 32-48 % of the floor on qkv/o in the H200 profile, docs/worklog.md), cuBLAS above
     and for prefill; plain `F.linear` under impl="eager";
@@ -125,6 +125,7 @@ class MoE:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         k, renorm = self.cfg.top_k, self.cfg.norm_topk_prob
+        # Decode and short prompts alike: up to fused_router_max_t() rows the one-launch router (the same routing).
         if self.fused_router is not None and x.shape[0] <= fused_router_max_t():
             weights, ids = self.fused_router(x, self.router, k, "softmax", renorm)  # [T, k]
         else:

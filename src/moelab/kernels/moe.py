@@ -19,7 +19,8 @@ from moelab.ops.moe import check_moe_args
 # T=16 (128 pairs) 80 % of floor; grouped T=64 66 %. At T=32 (256 pairs) the two tie alone (335 vs 338 µs,
 # sweep-moe-census-vs-grouped-t32-…T1412.json) and the census loses end to end at batch 32 (19.9 against
 # 18.3 ms per step, bench-decode-…T141258), so the boundary stays at 128 pairs.
-# The census costs every program T·k·E compares, which is what keeps it to decode sizes.
+# The census costs every program a histogram of the T·k ids over E, and the grid is sized for min(E, T·k) slots:
+# both keep it to decode sizes.
 DECODE_MAX_PAIRS = 128
 # At T=1 the k experts are distinct, so pair slots read each byte once; beyond, pairs sharing an expert
 # re-read it, yet the GEMV pair kernel still won at T=2 (43 vs 61 µs) and T=4 (78 vs 87 µs), Qwen3-30B-A3B,

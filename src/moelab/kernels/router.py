@@ -102,7 +102,7 @@ def router_config(T: int, E: int, H: int, block_e: int = 1, num_warps: int | Non
     Qwen3-30B-A3B: 4.25 µs; 2 experts / 4 warps, the first guess, 5.36 µs) — one warp keeps the last arriver's
     reductions inside a warp; at T=8 on 4 warps (session 9, gpu-session-AK-…T2325: 5.99 µs, 2 warps 7.01, 1 warp
     9.92; `dense` + `route` 8.01), where the [8, E] routing tile and the [8, BLOCK_H] products want more threads.
-    T=2..4 unmeasured: 4 warps as at 8."""
+    T=2..7 unmeasured: 4 warps as at 8."""
     t_pad = next_pow2(T)
     block_h = max(16, min(next_pow2(H), 8192 // (t_pad * block_e)))
     if num_warps is None:

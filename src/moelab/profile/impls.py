@@ -7,8 +7,9 @@ Three implementations, side by side (DESIGN.md):
   * "compile": `torch.compile` of the eager callable (made in `measure.py`, not here);
   * "moelab":  what moelab's engine runs: its kernels (norms, RoPE, KV append, attention, the one-launch
                router, the experts, and the decode kernel for dense projections, lm_head and the router's
-               logits beyond T=1: the GEMV below 4 rows, tensor cores from 4 to 16, cuBLAS beyond). The
-               embedding, greedy sampling and small elementwise ops run torch in this column too, and say so.
+               logits beyond the fused router's rows: the GEMV below 4 rows, tensor cores from 4 to 16, cuBLAS
+               beyond). The embedding, greedy sampling and small elementwise ops run torch in this column too,
+               and say so.
 Gated DeltaNet ops (hybrid models) have no kernel yet: every column runs the same plain-torch
 reference of this file, marked as such.
 
@@ -359,7 +360,7 @@ def build_units(spec: ModelSpec, graph: list[Op], d: Dims, device: torch.device,
             add("router+topk", op.group, ("router", "router.topk"), {i: f.router for i, f in fns.items()},
                 lambda i: (r.t(d.B, d.H), r.w(d.E, d.H)), "eager = cuBLAS GEMV + HF routing; moelab = one launch")
         elif op.kind == "compute" and n in ("qkv_proj", "o_proj", "lm_head", "router"):
-            # the engine's `dense` projections (the router's logits too, beyond the fused router's 8 rows)
+            # the engine's `dense` projections (the router's logits too, beyond fused_router_max_t() rows)
             K, N = op.shapes["K"], op.shapes["N"]
             add(n, op.group, (n,), {i: f.dense for i, f in fns.items()}, lambda i, K=K, N=N: (r.t(d.B, K), r.w(N, K)),
                 "eager = F.linear (cuBLAS); moelab = its decode kernel (the GEMV below 4 rows, tensor cores from 4 "

@@ -262,7 +262,8 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
         notes.append("q/k RMSNorm, RoPE and the KV append run inside decode attention (qk_norm_rope+attention, as the "
                      "engine runs them) and count in attention, not in norms")
     notes.append("embedding, sampling and Gated DeltaNet projections run torch in the moelab column too; qkv/o/lm_head "
-                 "and the router's logits beyond the fused router's 8 rows use moelab's decode kernel up to 16 tokens, cuBLAS beyond")
+                 "and the router's logits beyond the fused router's rows (8; MOELAB_FUSED_ROUTER_MAX_T) use moelab's "
+                 "decode kernel up to 16 tokens, cuBLAS beyond")
     return {"model": spec.name, "source": spec.source, "batch": batch, "tp": tp, "contexts": list(ctxs),
             "impls": list(impls), "dtype": str(dtype).removeprefix("torch."),
             "gpu": ceilings.name, "gpu_source": ceilings.source, "read_gbps": ceilings.read_gbps,
