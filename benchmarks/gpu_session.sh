@@ -5,9 +5,9 @@
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
 # Set MOELAB_COMMIT to the sha the tree was sent at.
-# Stages W, X, Y, AA and AC ran session 6's A/B switches, and AD, AE and AG session 7's, which are gone now (AD..AJ ran in
-# session 8), and AK and AM session 9's (MOELAB_GROUP_SORT, MOELAB_CENSUS_PREFETCH, MOELAB_CENSUS_HIST), are gone
-# now: ab_chain.py refuses a switch that nothing in src/moelab reads. They stay as the record of what ran.
+# Stages W, X, Y, AA and AC ran session 6's A/B switches, AD, AE and AG session 7's (run in session 8), and AK and AM
+# session 9's (MOELAB_GROUP_SORT, MOELAB_CENSUS_PREFETCH, MOELAB_CENSUS_HIST). Those switches are gone now, and
+# ab_chain.py refuses a switch that nothing in src/moelab reads; the stages stay as the record of what ran.
 # (MOELAB_FUSED_ROUTER_MAX_T:8 in AK/AL is the default now: those A/Bs would time two identical runs.)
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
