@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AN    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AO    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -298,6 +298,10 @@ case "${1:?stage A to G}" in
       # get no slot), its GPU tests, and the MoE bench at every T of the README's table
     run gpu-tests 70 python -m pytest tests/kernels/test_moe.py -k "decode or census or bad_id or many_seeds" -q -p no:cacheprovider --tb=short -rf
     run bench-moe 80 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    ;;
+  AO) # for session 10: the census kernel's phase-2 tile (fewer, larger programs; sweep_moe.py --phase2 says the
+      # prediction), at T=8 and 16
+    run sweep-census 200 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --phase2 --samples 10
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -45,6 +45,9 @@ def main() -> None:
                     "(ns, comma-separated; 0 = the tight spin) in the phase-2 wait")
     ap.add_argument("--stages", default="", help="decode mode, T > 1: also the census kernel at these num_stages "
                     "(comma-separated), square tiles of 16/32 rows, K chunks of 32/64, 2/4 warps")
+    ap.add_argument("--phase2", action="store_true",
+                    help="decode mode, T > 1: also the census kernel with larger phase-2 tiles (BLOCK_H 32-128), "
+                         "4 stages")
     ap.add_argument("--t1", default="all", choices=["all", "dot"],
                     help="decode mode at T=1: all configs, or only the tensor-core form, the pair kernel and cuBLAS")
     a = ap.parse_args()
@@ -97,6 +100,13 @@ def main() -> None:
                 # 128 by 25-30 % (T=8, sweep-moe-census-…T0533), so 32 and deeper pipelines are the unmeasured side.
                 grid += [dict(BLOCK_I=b, BLOCK_K=bk, BLOCK_H=b, BLOCK_K2=bk, num_warps=nw, num_stages=int(ns))
                          for b in (16, 32) for bk in (32, 64) for nw in (2, 4) for ns in a.stages.split(",")]
+            if a.mode == "decode" and T > 1 and a.phase2:
+                # Fewer, larger phase-2 programs (session 9's lead): at T=8 the default launches 4,096 phase-2 programs
+                # of 48 KB each (32 rows × I=768), ~17 % of them on empty slots. Prediction: BLOCK_H=64 -2 to -5 µs of
+                # the 131 (half the programs, each census and wait paid once per 96 KB); 128 no better (1,024 programs).
+                # On 2 warps both larger tiles compile to 254-255 registers (sm_90, Triton 3.6), so 4 warps too.
+                grid += [dict(BLOCK_I=32, BLOCK_K=64, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=nw, num_stages=4)
+                         for bh in (32, 64, 128) for bk2 in (64, 128) for nw in (2, 4)]
             if a.mode == "pairs" and a.spin:
                 grid = [dict(SPIN_SLEEP=int(ns)) for ns in a.spin.split(",")]
             if a.mode == "decode" and T == 1:
