@@ -207,7 +207,7 @@ SM90_JOBS = {
                       {"logits_ptr": "*fp32", "bias_ptr": "*fp32", "w_ptr": "*fp32", "ids_ptr": "*i32",
                        "scaling": "fp32"},
                       {"K": 8, "K_PAD": 8, "E_PAD": 256, "SCORING": 2, "RENORM": True, "HAS_BIAS": True,
-                       "N_GROUP": 8, "TOPK_GROUP": 4, "GROUP_PAD": 32},
+                       "N_GROUP": 8, "TOPK_GROUP": 4},
                       []),
     "router": ("router", "_router_kernel",
                {"x_ptr": "*bf16", "w_ptr": "*bf16", "bias_ptr": "*fp32", "logits_ptr": "*fp32", "tw_ptr": "*fp32",

@@ -94,7 +94,7 @@ def _route_kernel(
     scaling,
     K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
     SCORING: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
-    N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
+    N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr,
 ):
     t = tl.program_id(0)
     offs = tl.arange(0, E_PAD)
@@ -145,6 +145,6 @@ def route(
         E, router_logits.stride(0), float(scaling),
         K=k, K_PAD=next_pow2(k), E_PAD=e_pad, SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize),
         HAS_BIAS=correction_bias is not None, N_GROUP=n_group, TOPK_GROUP=topk_group,
-        GROUP_PAD=e_pad // n_group, num_warps=1 if e_pad <= 128 else 4,
+        num_warps=1 if e_pad <= 128 else 4,
     )
     return w, ids
