@@ -31,6 +31,8 @@ def main() -> None:
     ap.add_argument("--tokens", default="1,8")
     ap.add_argument("--samples", type=int, default=15)
     a = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("sweep_router needs a CUDA GPU")
     s = load_spec(a.model)
     E, H, k = s.num_experts, s.hidden, s.top_k
     route = ops.get("route", "moelab")
