@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AO    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AP    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -302,6 +302,17 @@ case "${1:?stage A to G}" in
   AO) # for session 10: the census kernel's phase-2 tile (fewer, larger programs; sweep_moe.py --phase2 says the
       # prediction), at T=8 and 16
     run sweep-census 200 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --phase2 --samples 10
+    ;;
+  AP) # session 10's first call: stage AO's sweep at T=2..16, with the pair kernel beside the census at T=2 and 4
+      # (PAIRS_MAX_T=4 came from session 3's census, 43 vs 61 us at T=2 and 78 vs 87 at T=4; the census has since
+      # gained its 32-row 2-warp 4-stage tile, 135 -> 128 us at T=8: predicted the census now wins at T=4, ~70 against
+      # 78 us, and still loses at T=2), and the first hardware counters of this project (Nsight Compute, which
+      # KINDS.md saw working on this runtime): the census at T=8, the pair kernel at T=1, qkv and o at T=8,
+      # attention at batch 8 / 1k, and the read-ceiling kernel to read them against
+    run sweep-census 260 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 2,4,8,16 --phase2 --samples 10
+    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+    echo "ncu: ${NCU:-none}" >> "$LOG"
+    run ncu 200 bash -c "$NCU --clock-control none -k regex:'_moe_decode_kernel|_moe_pairs_kernel|_linear_dot_kernel|_split_kernel|_stream_read_kernel' -c 18 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats --metrics dram__bytes_read.sum,lts__t_sector_hit_rate.pct,dram__throughput.avg.pct_of_peak_sustained_elapsed python benchmarks/ncu_kernels.py > $OUT/ncu.txt 2>&1"
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

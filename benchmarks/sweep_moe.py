@@ -18,6 +18,7 @@ import os
 import torch
 
 from moelab import hardware, ops, timing
+from moelab.kernels.moe import PAIRS_MAX_T
 from moelab.kernels.moe_decode import decode_config, moe_decode
 from moelab.kernels.moe_grouped import moe_grouped
 from moelab.kernels.moe_pairs import moe_pairs
@@ -107,6 +108,8 @@ def main() -> None:
                 # On 2 warps both larger tiles compile to 254-255 registers (sm_90, Triton 3.6), so 4 warps too.
                 grid += [dict(BLOCK_I=32, BLOCK_K=64, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=nw, num_stages=4)
                          for bh in (32, 64, 128) for bk2 in (64, 128) for nw in (2, 4)]
+            if a.mode == "decode" and 1 < T <= PAIRS_MAX_T:
+                grid.append(dict(KERNEL="pairs"))  # the default up to PAIRS_MAX_T, against the census, same process
             if a.mode == "pairs" and a.spin:
                 grid = [dict(SPIN_SLEEP=int(ns)) for ns in a.spin.split(",")]
             if a.mode == "decode" and T == 1:

@@ -1,0 +1,68 @@
+"""Launch each of batch 1's and batch 8's heavy decode kernels a few times, eagerly, for Nsight Compute to read.
+
+    ncu --clock-control none -k regex:'_moe|_linear|_split|_stream' --section SpeedOfLight ... \
+        python benchmarks/ncu_kernels.py [--only census8,pairs1,qkv8,o8,attn8,read]
+
+Qwen3-30B-A3B shapes, bf16, random weights: the census MoE kernel at T=8, the pair kernel at T=1, the tensor-core
+linear at T=8 (qkv 5120×2048, o 2048×4096), decode attention at batch 8 with 1k context (GQA 32/4 × 128), and the
+read-ceiling kernel of `moelab hw` (what the hardware counters say a pure stream reaches, to read the others by).
+Nothing is timed here: the counters are the output. Each kernel runs RUNS times on fresh inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from moelab import ops
+from moelab.kernels.attention import decode_attention
+from moelab.kernels.linear import linear
+from moelab.kernels.moe_decode import moe_decode
+from moelab.kernels.moe_pairs import moe_pairs
+from moelab.kernels.stream import stream_read
+
+RUNS = 3
+E, H, I, K = 128, 2048, 768, 8
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="census8,pairs1,qkv8,o8,attn8,read")
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("ncu_kernels.py: needs a CUDA GPU (it launches kernels for Nsight Compute to read)")
+    dev, dt = "cuda", torch.bfloat16
+    want = set(a.only.split(","))
+    w13 = (torch.randn(E, 2 * I, H, device=dev) * H ** -0.5).to(dt)
+    w2 = (torch.randn(E, H, I, device=dev) * I ** -0.5).to(dt)
+    for name, T, run in (("census8", 8, moe_decode), ("pairs1", 1, moe_pairs)):
+        if name not in want:
+            continue
+        for _ in range(RUNS):
+            tw, ids = ops.get("route", "eager")(torch.randn(T, E, device=dev), K)
+            x = torch.randn(T, H, device=dev).to(dt)
+            run(x, w13, w2, tw, ids, None, out=torch.empty_like(x))
+    for name, N, Kd in (("qkv8", 5120, 2048), ("o8", 2048, 4096)):
+        if name in want:
+            w = (torch.randn(N, Kd, device=dev) * Kd ** -0.5).to(dt)
+            for _ in range(RUNS):
+                linear(torch.randn(8, Kd, device=dev).to(dt), w)
+    if "attn8" in want:
+        kc = torch.randn(8, 4, 1024, 128, device=dev).to(dt)
+        vc = torch.randn_like(kc)
+        lens = torch.full((8,), 1024, dtype=torch.int32, device=dev)
+        for _ in range(RUNS):
+            decode_attention(torch.randn(8, 32, 128, device=dev).to(dt), kc, vc, lens)
+    if "read" in want:
+        # `moelab hw`'s best on the H200 (hw-…T215629: 16384 words, 8 warps, 4 programs per SM), over 4 GiB
+        sms = torch.cuda.get_device_properties(dev).multi_processor_count
+        buf = torch.empty(1 << 30, dtype=torch.int32, device=dev)
+        for _ in range(RUNS):
+            stream_read(buf, block=16384, num_warps=8, grid=4 * sms)
+    torch.cuda.synchronize()
+    print("ncu_kernels.py: launched", ",".join(sorted(want)))
+
+
+if __name__ == "__main__":
+    main()
