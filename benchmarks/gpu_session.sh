@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AP    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AQ    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -313,6 +313,15 @@ case "${1:?stage A to G}" in
     NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
     echo "ncu: ${NCU:-none}" >> "$LOG"
     run ncu 200 bash -c "$NCU --clock-control none -k regex:'_moe_decode_kernel|_moe_pairs_kernel|_linear_dot_kernel|_split_kernel|_stream_read_kernel' -c 18 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats --metrics dram__bytes_read.sum,lts__t_sector_hit_rate.pct,dram__throughput.avg.pct_of_peak_sustained_elapsed python benchmarks/ncu_kernels.py > $OUT/ncu.txt 2>&1"
+    ;;
+  AQ) # session 10's second call. (1) Stage AP's ncu: the census kernel at 81-84 % of the DRAM peak, the read-ceiling
+      # kernel at 97 %; the census reads its weights as 32 x 64 tiles, 128-byte runs 4 KB apart. probe_layout.py reads
+      # 268 MB that way and from a blocked layout (each tile one contiguous run). Predicted: row-major 32x64 ~88-90 %
+      # of the read ceiling (lm_head's 64x64 tiles reached 89 % of its floor at T=8), blocked ~95 %; if so, repacking
+      # the experts at load time is worth building. (2) AP's phase-2 sweep winner in the chain at batch 8
+      # (MOELAB_CENSUS_WIDE: BLOCK_H=64 on 4 warps; alone -2.0 us at T=8): predicted 7.94 -> ~7.85 ms
+    run probe-layout 90 python benchmarks/probe_layout.py --samples 10
+    run ab-b8 150 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,wide=MOELAB_CENSUS_WIDE
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

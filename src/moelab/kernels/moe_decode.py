@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, counters, next_pow2
+from moelab.kernels import cdiv, counters, env_flag, next_pow2
 from moelab.kernels import dot_precision as _prec
 
 
@@ -267,6 +267,12 @@ def decode_config(T: int, k: int, H: int, I: int) -> dict:
     block_t = 1 if T == 1 else max(16, next_pow2(T))
     if block_t == 1:
         return dict(BLOCK_T=1, BLOCK_I=8, BLOCK_K=512, BLOCK_H=16, BLOCK_K2=512, num_warps=4)
+    if env_flag("MOELAB_CENSUS_WIDE"):
+        # Session 10's A/B (stage AQ): the best of sweep_moe.py --phase2 at T=8 and 16 alike (stage AP,
+        # sweep-moe-census-phase2-…): 64-row phase-2 tiles, 4 warps, 4 stages; T=8 124.2 against 126.2 µs,
+        # T=16 200.4 against 203.1. Half the phase-2 programs, each re-reading the slot's activations once per 64
+        # outputs, not 32 (the L2 traffic beyond the weights' own: ncu, stage AP).
+        return dict(BLOCK_T=block_t, BLOCK_I=32, BLOCK_K=64, BLOCK_H=64, BLOCK_K2=64, num_warps=4, num_stages=4)
     if T <= 8:
         return dict(BLOCK_T=block_t, BLOCK_I=32, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=2, num_stages=4)
     return dict(BLOCK_T=block_t, BLOCK_I=32, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
