@@ -53,6 +53,8 @@ def main() -> None:
     ap.add_argument("--read-gbps", type=float, default=None, help="read bandwidth for the floor (GB/s)")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (saves compile time)")
     ap.add_argument("--sweep", action="store_true", help="also time neighbouring (num_splits, BLOCK_N)")
+    ap.add_argument("--warps", default="", help="with --sweep: also the split kernel on these num_warps (e.g. 1,2,4)")
+    ap.add_argument("--stages", default="", help="with --warps: and these num_stages (e.g. 1,2,3); default 3")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if not torch.cuda.is_available():
@@ -109,6 +111,18 @@ def main() -> None:
                     sweep_rows.append({"B": b, "ctx": s, "num_splits": sp, "block_n": bn, "median_us": m.median_us,
                                        "pct_floor": 100 * floor_us / m.median_us,
                                        "chosen": (sp, bn) == (splits, block_n)})
+            # The split kernel's warps and pipeline depth (4 and 3 until session 10, never swept). Stage AP's ncu at
+            # batch 8 / 1k: 1,400 instructions per warp at 8 cycles each for two 64-key tiles, 7 warps per SM.
+            for nw in [int(w) for w in a.warps.split(",") if w]:
+                for ns in [int(x) for x in (a.stages or "3").split(",")]:
+                    for sp, bn in sorted({(splits, block_n), (splits, 32), (min(256, 2 * splits), block_n)}):
+                        m = timing.measure(lambda q, k, v, lens: kernel(q, k, v, lens, num_splits=sp, block_n=bn,
+                                                                        num_warps=nw, num_stages=ns),
+                                           sets, mode="graph", samples=max(5, a.samples // 3))
+                        sweep_rows.append({"B": b, "ctx": s, "num_splits": sp, "block_n": bn, "num_warps": nw,
+                                           "num_stages": ns, "median_us": m.median_us,
+                                           "pct_floor": 100 * floor_us / m.median_us,
+                                           "chosen": (sp, bn, nw, ns) == (splits, block_n, 4, 3)})
         del sets
 
     payload = {"heads": [HQ, HK], "head_dim": D, "dtype": "bfloat16", "read_gbps": gbps,

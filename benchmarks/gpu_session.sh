@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AQ    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AR    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -322,6 +322,18 @@ case "${1:?stage A to G}" in
       # (MOELAB_CENSUS_WIDE: BLOCK_H=64 on 4 warps; alone -2.0 us at T=8): predicted 7.94 -> ~7.85 ms
     run probe-layout 90 python benchmarks/probe_layout.py --samples 10
     run ab-b8 150 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,wide=MOELAB_CENSUS_WIDE
+    ;;
+  AR) # session 10's third call. AQ: the layout changed nothing (blocked vs row-major within 2 %), the tile's size did
+      # (32x64 on 2 warps 78 % of the read ceiling, 64x128 on 4 warps 89 %); MOELAB_CENSUS_WIDE won (7.93 -> 7.86 ms at
+      # batch 8) and is the default now for T = 2..16. (1) The census phase-1 tiles at 4 warps (sweep_moe.py --phase1;
+      # predicted BLOCK_K=128 at 3 stages -3 to -6 us at T=8). (2) The attention split kernel's warps and stages, never
+      # swept (4 and 3): ncu at batch 8 / 1k saw 1,400 instructions per warp at 8 cycles each, 7 warps per SM; the
+      # engine's form compiles to 216 registers at 4 warps (2 programs per SM), 128 at 8 (sm_90, Triton 3.6).
+      # Predicted 8 warps -2 to -3 us of 12.6 at batch 8 / 1k, and batch 8 -0.1 ms in the chain; 2 stages no change.
+    run sweep-census 120 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --phase1 --samples 10
+    run attention 150 python benchmarks/bench_attention.py --shapes 1x1024,8x1024,1x16384 --no-compile --sweep --warps 2,4,8 --stages 2,3 --samples 15
+    run ab-b8 170 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,w8=MOELAB_ATTN_WARPS:8,s2=MOELAB_ATTN_STAGES:2,w8s2=MOELAB_ATTN_WARPS:8+MOELAB_ATTN_STAGES:2
+    run ab-b1 90 python benchmarks/ab_chain.py --batch 1 --rounds 2 --variants base,w8=MOELAB_ATTN_WARPS:8
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

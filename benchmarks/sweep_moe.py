@@ -49,6 +49,9 @@ def main() -> None:
     ap.add_argument("--phase2", action="store_true",
                     help="decode mode, T > 1: also the census kernel with larger phase-2 tiles (BLOCK_H 32-128), "
                          "4 stages")
+    ap.add_argument("--phase1", action="store_true",
+                    help="decode mode, T > 1: also the census kernel with larger phase-1 tiles (BLOCK_I 32/64, BLOCK_K "
+                         "64/128, 3/4 stages) on the default's 64-row phase-2 tiles and 4 warps")
     ap.add_argument("--t1", default="all", choices=["all", "dot"],
                     help="decode mode at T=1: all configs, or only the tensor-core form, the pair kernel and cuBLAS")
     a = ap.parse_args()
@@ -108,6 +111,13 @@ def main() -> None:
                 # On 2 warps both larger tiles compile to 254-255 registers (sm_90, Triton 3.6), so 4 warps too.
                 grid += [dict(BLOCK_I=32, BLOCK_K=64, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=nw, num_stages=4)
                          for bh in (32, 64, 128) for bk2 in (64, 128) for nw in (2, 4)]
+            if a.mode == "decode" and T > 1 and a.phase1:
+                # Session 10's probe_layout.py (stage AQ): a pure tile reader of 268 MB reached 78 % of the read ceiling
+                # with 32×64 tiles on 2 warps, 86-88 % with 64×64 on 4 and 87-89 % with 64×128 on 4 (3 stages), and the
+                # layout (row-major or each tile contiguous) changed nothing. Phase 1 reads gate + up as two 32×64
+                # tiles per step: predicted BLOCK_K=128 at 3 stages −3 to −6 µs at T=8 (124 µs with 64).
+                grid += [dict(BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=64, BLOCK_K2=64, num_warps=4, num_stages=ns)
+                         for bi in (32, 64) for bk in (64, 128) for ns in (3, 4)]
             if a.mode == "decode" and 1 < T <= PAIRS_MAX_T:
                 grid.append(dict(KERNEL="pairs"))  # the default up to PAIRS_MAX_T, against the census, same process
             if a.mode == "pairs" and a.spin:

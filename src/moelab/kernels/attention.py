@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, check_device, dot_precision, next_pow2, pdl_supported
+from moelab.kernels import cdiv, chain_pdl, check_device, dot_precision, env_int, next_pow2, pdl_supported
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
 _LOG2E = 1.4426950408889634
@@ -306,6 +306,8 @@ def decode_attention(
     max_seq_len: int | None = None,
     num_splits: int | None = None,
     block_n: int | None = None,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
     _new_kv: tuple | None = None,
 ) -> torch.Tensor:
     """softmax(q·Kᵀ·scale [+ sink]) · V for each sequence's valid keys (flash-decoding, two launches at most).
@@ -314,7 +316,8 @@ def decode_attention(
     (token counts including the Q new ones; values above S_max are clamped to S_max); sinks [Hq] or None;
     window: sliding-window size or None. Hq must be a multiple of Hk; scale defaults to 1/sqrt(D).
     Tuning (optional): `max_seq_len` is a hint for the split count (default S_max; it never limits the
-    lengths read); `num_splits`, `block_n` override the heuristic (sweeps, tests).
+    lengths read); `num_splits`, `block_n` override the heuristic, `num_warps` and `num_stages` the split kernel's
+    launch (sweeps, tests; $MOELAB_ATTN_WARPS and $MOELAB_ATTN_STAGES too, for benchmarks/ab_chain.py).
     Returns `out` (allocated, or the given one) of q's shape and dtype.
     (`_new_kv` is `decode_attention_kv`'s, checked there: seq_lens are then the new tokens' positions.)
     """
@@ -405,7 +408,9 @@ def decode_attention(
         PRECISION=dot_precision(q.dtype, "decode_attention" if _new_kv is None else "decode_attention_kv"),
         TRIGGER=2 if chain else int(final and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset,
         USE_PDL=pdl,
-        num_warps=4, num_stages=3, **launch,
+        num_warps=num_warps or env_int("MOELAB_ATTN_WARPS", 4),
+        num_stages=num_stages or env_int("MOELAB_ATTN_STAGES", 3),
+        **launch,
     )
     if not final:
         block_s = next_pow2(splits)

@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, counters, env_flag, next_pow2
+from moelab.kernels import cdiv, counters, next_pow2
 from moelab.kernels import dot_precision as _prec
 
 
@@ -260,21 +260,18 @@ def _moe_decode_kernel(
 
 
 def decode_config(T: int, k: int, H: int, I: int) -> dict:
-    """Launch parameters. Best of benchmarks/sweep_moe.py --mode decode on the H200 (2026-12-01) at
-    Qwen3-30B-A3B: T=16 32-row tiles on 4 warps (201 µs). T ≤ 8: 32-row tiles on 2 warps, 4 pipeline stages
-    (session 8, sweep-moe-census-stages-t8-…T2208, the first sweep of num_stages: 127.6 µs at T=8 against 135.0
-    for the 16-row tiles at Triton's default 3 stages that ran until then, 133.8 for those at 4; 5 stages 132.7)."""
+    """Launch parameters. Best of benchmarks/sweep_moe.py --mode decode on the H200 at Qwen3-30B-A3B.
+    T = 2..16: 32-row phase-1 tiles, 64-row phase-2 tiles, 4 warps, 4 pipeline stages (session 10, stage AP,
+    `--phase2`: T=8 124.2 µs against 126.2 for the 32-row phase-2 tiles on 2 warps that session 8 chose, T=16 200.4
+    against 203.1; batch 8 end to end 7.93 → 7.86 ms per token, the same tokens, ab-chain-…T015104). Half the
+    phase-2 programs, and each re-reads its slot's activations once per 64 outputs instead of 32: L2 traffic beyond
+    the weights' own (Nsight Compute, stage AP: L2 87-89 % busy against DRAM 81-84 %). Above 16 tokens (a top-k
+    of 2 to 4: Mixtral, OLMoE's 8 is the same as Qwen's) the 32-row tiles on 4 warps of session 3's sweep."""
     block_t = 1 if T == 1 else max(16, next_pow2(T))
     if block_t == 1:
         return dict(BLOCK_T=1, BLOCK_I=8, BLOCK_K=512, BLOCK_H=16, BLOCK_K2=512, num_warps=4)
-    if env_flag("MOELAB_CENSUS_WIDE"):
-        # Session 10's A/B (stage AQ): the best of sweep_moe.py --phase2 at T=8 and 16 alike (stage AP,
-        # sweep-moe-census-phase2-…): 64-row phase-2 tiles, 4 warps, 4 stages; T=8 124.2 against 126.2 µs,
-        # T=16 200.4 against 203.1. Half the phase-2 programs, each re-reading the slot's activations once per 64
-        # outputs, not 32 (the L2 traffic beyond the weights' own: ncu, stage AP).
+    if T <= 16:
         return dict(BLOCK_T=block_t, BLOCK_I=32, BLOCK_K=64, BLOCK_H=64, BLOCK_K2=64, num_warps=4, num_stages=4)
-    if T <= 8:
-        return dict(BLOCK_T=block_t, BLOCK_I=32, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=2, num_stages=4)
     return dict(BLOCK_T=block_t, BLOCK_I=32, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
 
 
