@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AR    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AS    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -334,6 +334,17 @@ case "${1:?stage A to G}" in
     run attention 150 python benchmarks/bench_attention.py --shapes 1x1024,8x1024,1x16384 --no-compile --sweep --warps 2,4,8 --stages 2,3 --samples 15
     run ab-b8 170 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,w8=MOELAB_ATTN_WARPS:8,s2=MOELAB_ATTN_STAGES:2,w8s2=MOELAB_ATTN_WARPS:8+MOELAB_ATTN_STAGES:2
     run ab-b1 90 python benchmarks/ab_chain.py --batch 1 --rounds 2 --variants base,w8=MOELAB_ATTN_WARPS:8
+    ;;
+  AS) # session 10's fourth call. AR: 8 warps for attention lost (batch 8 7.71 -> 7.85, batch 1 2.40 -> 2.50), 2 stages
+      # tied; census phase-1 tiles at 4 warps: T=8 a tie, T=16 BLOCK_K=128 -1.6 %. Batch 8 measured 7.71 ms (floor
+      # 5.75: 74.6 %). Now the PDL chain at batch 8 (MOELAB_CHAIN_MAX_T:8; session 6 measured it losing 0.5-0.9 %
+      # there, with the GEMV at T=8 then): the combine and the norms launch early, and the census kernel joins the
+      # chain as the pair kernel does (released by the router, waits in hardware, releases the next norm).
+      # Predicted -0.05 to -0.1 ms. GPU tests of the census's new tiles first; a batch-8 record and trace.
+    run gpu-tests 100 python -m pytest tests/kernels/test_moe.py -k "decode or census or bad_id or many_seeds" -q -p no:cacheprovider --tb=short -rf
+    run ab-b8 130 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,chain8=MOELAB_CHAIN_MAX_T:8
+    run decode-b8 60 python benchmarks/bench_decode.py --batch 8 --rows moelab
+    run trace-b8 40 python benchmarks/trace_decode.py --batch 8 --ctx 1024
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -179,6 +179,16 @@ SM90_JOBS = {
                     "HAS_SHARED": True, "SHARED_GATE": True, "PREC": "tf32"},
                    ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"],
                    {"num_warps": 4, "num_stages": 4}),  # decode_config at T = 2..16
+    "moe_decode_pdl": ("moe_decode", "_moe_decode_kernel",
+                   {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",
+                    "sw13_ptr": "*bf16", "sw2_ptr": "*bf16", "sgate_ptr": "*bf16", "act_ptr": "*bf16",
+                    "part_ptr": "*fp32", "cnt_ptr": "*i32", "out_ptr": "*bf16"},
+                   {"K": 8, "K_PAD": 8, "P_PAD": 64, "E_PAD": 128, "S_MAX": 64, "S_PAD": 128, "N_IBLK": 24, "N_HBLK": 32,
+                    "N1": 1536, "BLOCK_T": 16, "BLOCK_I": 32, "BLOCK_K": 64, "BLOCK_H": 64, "BLOCK_K2": 64,
+                    "HAS_SHARED": False, "SHARED_GATE": False, "PREC": "tf32",
+                    "TRIGGER": True, "USE_PDL": True},
+                   ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"],
+                   {"num_warps": 4, "num_stages": 4}),  # in the PDL chain (MOELAB_CHAIN_MAX_T ≥ T)
     "moe_gate_up": ("moe_grouped", "_gate_up_kernel",
                     {"x_ptr": "*bf16", "w13_ptr": "*bf16", "order_ptr": "*i32", "start_ptr": "*i32",
                      "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "act_ptr": "*bf16"},

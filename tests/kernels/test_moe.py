@@ -397,6 +397,18 @@ def test_pairs_backoff_compiles_for_sm90(sm90):
     assert not re.search(r"\b(ld|st|atom)\.global", ptx[:wait])
 
 
+def test_census_in_the_pdl_chain_compiles_for_sm90(sm90):
+    """The census kernel PDL-launched after the router (MOELAB_CHAIN_MAX_T ≥ T): the trigger, then the wait, before
+    any memory access, and the phase-2 acquire still there."""
+    job = sm90["moe_decode_pdl"]
+    assert "error" not in job, job.get("error")
+    ptx = job["ptx"]
+    wait = ptx.index("griddepcontrol.wait")
+    assert ptx.index("griddepcontrol.launch_dependents") < wait
+    assert not re.search(r"\b(ld|st|atom)\.global", ptx[:wait])
+    assert ".acquire" in ptx
+
+
 def test_spin_sleep_is_refused_under_the_interpreter_and_checked():
     from moelab.kernels.moe_decode import spin_asm
 

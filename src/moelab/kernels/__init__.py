@@ -85,6 +85,11 @@ def pdl_supported(device: torch.device) -> bool:
 CHAIN_MAX_T = 2
 
 
+def chain_max_t() -> int:
+    """CHAIN_MAX_T, or $MOELAB_CHAIN_MAX_T (read at every launch, for benchmarks/ab_chain.py's A/B at batch 8)."""
+    return env_int("MOELAB_CHAIN_MAX_T", CHAIN_MAX_T)
+
+
 def chain_pdl(device: torch.device, rows: int) -> bool:
     """Whether a decode kernel of `rows` tokens joins the step-long PDL chain: `pdl_supported` and rows ≤ CHAIN_MAX_T.
 
@@ -101,7 +106,7 @@ def chain_pdl(device: torch.device, rows: int) -> bool:
         graphs, where decode runs.)
     A launcher that had to copy what its kernel reads before the wait (a strided norm weight) launches without PDL.
     """
-    return rows <= CHAIN_MAX_T and pdl_supported(device)
+    return rows <= chain_max_t() and pdl_supported(device)
 
 
 @functools.lru_cache(maxsize=None)

@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, counters, next_pow2
+from moelab.kernels import cdiv, chain_pdl, counters, next_pow2
 from moelab.kernels import dot_precision as _prec
 
 
@@ -106,7 +106,13 @@ def _moe_decode_kernel(
     BLOCK_T: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr,
     BLOCK_H: tl.constexpr, BLOCK_K2: tl.constexpr,
     HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, PREC: tl.constexpr,
+    TRIGGER: tl.constexpr = False,  # release a PDL-launched next kernel (the next norm) as each program starts
+    USE_PDL: tl.constexpr = False,  # launched with PDL (the router released it): wait before reading anything
 ):
+    if TRIGGER:
+        tl.extra.cuda.gdc_launch_dependents()
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()  # the routing, x and the counters all follow the router's completion
     # counters: [0, S_MAX) phase-1 blocks done per slot; [S_MAX, S_MAX+N_HBLK) phase-2 programs done per
     # block of outputs; S_MAX+N_HBLK: phase-2 programs done in all (the last one resets everything).
     pid = tl.program_id(0)
@@ -295,6 +301,11 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
     ids = ids.contiguous()
     tw = topk_weights.contiguous()
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
+    # In the step-long PDL chain (kernels.chain_pdl), as the pair kernel: released by the router as it starts, this
+    # waits for it in hardware, and it releases the next norm as each program starts; the next kernel's grid launches
+    # once every program has started, so the norm and the qkv projection after it are resident in this kernel's tail.
+    # (Whatever a phase-2 program waits for started before it, so the early grid cannot block it.)
+    pdl = chain_pdl(x.device, T)
     _moe_decode_kernel[(n1 + n2,)](
         x, w13, w2, tw, ids, sw13, sw2, sgate if sgate is not None else x,
         act, part, counters(x.device, s_max + n_hblk + 1, "moe"), out,
@@ -304,6 +315,6 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
         E_PAD=next_pow2(E), S_MAX=s_max, S_PAD=next_pow2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
         HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None,
         PREC=_prec(x.dtype, "fused_moe (census path)") if cfg["BLOCK_T"] >= 16 else "tf32",  # 1 token: no tl.dot
-        num_warps=num_warps, **cfg,
+        TRIGGER=pdl, USE_PDL=pdl, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
     )
     return out
