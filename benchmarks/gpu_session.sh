@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AS    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AT    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -345,6 +345,16 @@ case "${1:?stage A to G}" in
     run ab-b8 130 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,chain8=MOELAB_CHAIN_MAX_T:8
     run decode-b8 60 python benchmarks/bench_decode.py --batch 8 --rows moelab
     run trace-b8 40 python benchmarks/trace_decode.py --batch 8 --ctx 1024
+    ;;
+  AT) # session 10's fifth call. AS: the PDL chain at batch 8 won (7.86 -> 7.75 ms, the same tokens; predicted -0.05
+      # to -0.1 ms): CHAIN_MAX_T is 8 now. (1) The engine's GPU tests (bf16 parity with transformers, graph replay) on
+      # the chain at batch 8. (2) Attention's 32-key tiles at batch 8 (the best of two sweeps there, AR 10.8 against
+      # 12.5 us, session 9 12.3 against 12.6): predicted -0.05 ms. (3) The records: decode at batch 1, 8, 32 and the
+      # MoE bench at every T.
+    run gpu-tests 120 python -m pytest tests/engine/test_generate.py tests/kernels/test_moe.py -k "match_transformers or graph or decode or census" -q -p no:cacheprovider --tb=short -rf
+    run ab-b8 90 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,bn32=MOELAB_ATTN_BLOCK_N:32
+    run decode 110 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
+    run bench-moe 90 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -9,7 +9,7 @@ checked by their sm_90 compile tests and, on the GPU, by the bf16 and graph-repl
 import pytest
 import torch
 
-from moelab.kernels import CHAIN_MAX_T, attention, linear, moe_pairs, rmsnorm, router
+from moelab.kernels import CHAIN_MAX_T, attention, linear, moe_decode, moe_pairs, rmsnorm, router
 
 
 class Recorder:
@@ -25,7 +25,7 @@ class Recorder:
 @pytest.fixture
 def hopper(monkeypatch):
     """PDL as on an H200: `pdl_supported` true, `chain_pdl` true for rows ≤ CHAIN_MAX_T, in every launcher."""
-    for mod in (attention, rmsnorm, moe_pairs, router):
+    for mod in (attention, rmsnorm, moe_pairs, moe_decode, router):
         if hasattr(mod, "pdl_supported"):
             monkeypatch.setattr(mod, "pdl_supported", lambda device: True)
         if hasattr(mod, "chain_pdl"):
@@ -42,8 +42,8 @@ def pdl_pairs_with_wait(kw):
     assert bool(kw.get("launch_pdl")) == bool(kw["USE_PDL"]), kw  # launched with PDL ⇔ the kernel waits
 
 
-@pytest.mark.parametrize("rows", [1, 2, 3, 8])
-def test_norm_joins_the_chain_up_to_two_rows(hopper, monkeypatch, rows):
+@pytest.mark.parametrize("rows", [1, 2, 3, 8, 9])
+def test_norm_joins_the_chain_up_to_chain_max_t_rows(hopper, monkeypatch, rows):
     rec = record(monkeypatch, rmsnorm, "_add_rmsnorm_kernel")
     x = torch.randn(rows, 64)
     rmsnorm.add_rmsnorm(x, torch.randn(rows, 64), torch.ones(64), 1e-6)
@@ -71,7 +71,7 @@ def _attention_kv(b, q_weight=None, splits=4):
                                   rope_theta=1e4, num_splits=splits)
 
 
-@pytest.mark.parametrize("b", [1, 2, 3])
+@pytest.mark.parametrize("b", [1, 2, 3, 9])
 def test_attention_split_releases_a_pdl_combine_in_the_chain(hopper, monkeypatch, b):
     split = record(monkeypatch, attention, "_split_kernel")
     combine = record(monkeypatch, attention, "_combine_kernel")
@@ -85,7 +85,7 @@ def test_attention_split_releases_a_pdl_combine_in_the_chain(hopper, monkeypatch
     assert c["USE_PDL"] == chain and c["TRIGGER"]
 
 
-@pytest.mark.parametrize("b", [1, 3])
+@pytest.mark.parametrize("b", [1, 3, 9])
 def test_attention_in_one_split_releases_the_o_projection(hopper, monkeypatch, b):
     split = record(monkeypatch, attention, "_split_kernel")
     combine = record(monkeypatch, attention, "_combine_kernel")
@@ -116,13 +116,25 @@ def test_pair_kernel_waits_for_the_router_and_releases_the_norm(hopper, monkeypa
     assert kw["USE_PDL"] == kw["TRIGGER"] == (T <= CHAIN_MAX_T)
 
 
-@pytest.mark.parametrize("T", [1, 3])
+@pytest.mark.parametrize("T", [1, 3, 9])
 def test_router_releases_the_experts_in_the_chain(hopper, monkeypatch, T):
     rec = record(monkeypatch, router, "_router_kernel")
     router.router(torch.randn(T, 32), torch.randn(8, 32), 2)
     (kw,) = rec.calls
     pdl_pairs_with_wait(kw)
     assert kw["TRIGGER"] == (T <= CHAIN_MAX_T)
+
+
+@pytest.mark.parametrize("T", [3, 8, 9])
+def test_census_kernel_waits_for_the_router_and_releases_the_norm(hopper, monkeypatch, T):
+    rec = record(monkeypatch, moe_decode, "_moe_decode_kernel")
+    E, H, I, k = 8, 32, 16, 2
+    ids = torch.stack([torch.randperm(E)[:k] for _ in range(T)]).int()
+    moe_decode.moe_decode(torch.randn(T, H), torch.randn(E, 2 * I, H), torch.randn(E, H, I), torch.rand(T, k), ids,
+                          out=torch.empty(T, H))
+    (kw,) = rec.calls
+    pdl_pairs_with_wait(kw)
+    assert kw["USE_PDL"] == kw["TRIGGER"] == (T <= CHAIN_MAX_T)
 
 
 @pytest.mark.parametrize("K,block_k,whole", [(300, 512, True), (300, 128, False), (1000, 1024, True)])

@@ -78,11 +78,15 @@ def pdl_supported(device: torch.device) -> bool:
     return _hopper_or_newer(device.index if device.index is not None else torch.cuda.current_device())
 
 
-# Up to this many rows the whole decode step is one PDL chain (`chain_pdl`). Measured on the H200 (session 6,
-# benchmarks/ab_chain.py, ab-chain-…T165231 / …T170042 / …T170247 / …T170336): batch 1 went from 2.695 to 2.458 ms
-# per token with every link below, while at batch 8 the same links cost 0.5–0.9 % and at batch 32 they were within
-# 0.4 %: there the GEMVs hold more than one chunk per program, and the kernels that would start early crowd the SMs.
-CHAIN_MAX_T = 2
+# Up to this many rows the whole decode step is one PDL chain (`chain_pdl`). Measured on the H200 with
+# benchmarks/ab_chain.py: batch 1 went from 2.695 to 2.458 ms per token with every link below (session 6,
+# ab-chain-…T165231 / …T170042 / …T170247 / …T170336). At batch 8 the same links then cost 0.5–0.9 %, with GEMVs
+# holding several chunks per program at T=8. Since the tensor-core linear took T ≥ 4, and with the census kernel
+# joining the chain as the pair kernel does, batch 8 went from 7.86 to 7.75 ms per token with the chain, the same
+# tokens (session 10, ab-chain-…T020725). T=3..7 are unmeasured; batch 32 is outside the chain (within 0.4 % in session 6).
+CHAIN_MAX_T = 8
+# The GEMV's whole-K slices before the wait (`linear_config(whole_k=True)`) stay where session 6 measured them.
+WHOLE_K_MAX_T = 2
 
 
 def chain_max_t() -> int:
@@ -94,14 +98,15 @@ def chain_pdl(device: torch.device, rows: int) -> bool:
     """Whether a decode kernel of `rows` tokens joins the step-long PDL chain: `pdl_supported` and rows ≤ CHAIN_MAX_T.
 
     The chain, link by link (each a PDL launch whose program requests what no earlier kernel writes, then waits):
-      * the GEMVs request their whole weight slice before `gdc_wait` where it fits 32 KB per program
-        (`linear_config(whole_k=True)`: qkv, o and lm_head of Qwen3-30B-A3B; a longer K keeps the streaming loop);
+      * at T ≤ WHOLE_K_MAX_T the GEMVs request their whole weight slice before `gdc_wait` where it fits 32 KB per
+        program (`linear_config(whole_k=True)`: qkv, o and lm_head of Qwen3-30B-A3B; a longer K keeps the streaming
+        loop); the tensor-core linear (T ≥ 4) requests its first chunk before the wait;
       * the attention split kernel releases the combine (PDL-launched) once its q is in registers, and the combine
         releases the o projection as it starts, so the o weight streams during the split;
-      * the norms are PDL-launched (their weight read before the wait); the pair kernel (`moe_pairs`, T ≤ 4)
-        releases them as each program starts, so the next layer's norm and qkv projection are resident and
-        loading in the experts' tail (`moe_t1` does not release early);
-      * at T ≤ 2 the one-launch router releases the pair kernel as it starts, which waits in hardware (`gdc_wait`),
+      * the norms are PDL-launched (their weight read before the wait); the pair kernel (`moe_pairs`, T ≤ 4) and the
+        census kernel (`moe_decode`) release them as each program starts, so the next layer's norm and qkv
+        projection are resident and loading in the experts' tail (`moe_t1` does not release early);
+      * the one-launch router releases the experts' kernel as it starts, which waits in hardware (`gdc_wait`),
         not spinning. (Eagerly `fused_moe` checks the ids on the host between the two, so this link holds in CUDA
         graphs, where decode runs.)
     A launcher that had to copy what its kernel reads before the wait (a strided norm weight) launches without PDL.

@@ -317,7 +317,8 @@ def decode_attention(
     window: sliding-window size or None. Hq must be a multiple of Hk; scale defaults to 1/sqrt(D).
     Tuning (optional): `max_seq_len` is a hint for the split count (default S_max; it never limits the
     lengths read); `num_splits`, `block_n` override the heuristic, `num_warps` and `num_stages` the split kernel's
-    launch (sweeps, tests; $MOELAB_ATTN_WARPS and $MOELAB_ATTN_STAGES too, for benchmarks/ab_chain.py).
+    launch (sweeps, tests; $MOELAB_ATTN_BLOCK_N, $MOELAB_ATTN_WARPS and $MOELAB_ATTN_STAGES too, for
+    benchmarks/ab_chain.py).
     Returns `out` (allocated, or the given one) of q's shape and dtype.
     (`_new_kv` is `decode_attention_kv`'s, checked there: seq_lens are then the new tokens' positions.)
     """
@@ -364,7 +365,7 @@ def decode_attention(
     out4 = out.unsqueeze(1) if q.dim() == 3 else out
 
     auto_block_n, auto_splits = launch_params(b, hk, max_seq_len or s_max, d, sm_count(dev))
-    block_n = block_n or auto_block_n
+    block_n = block_n or env_int("MOELAB_ATTN_BLOCK_N", 0) or auto_block_n
     if block_n < 16 or block_n & (block_n - 1):
         raise ValueError(f"decode_attention: block_n must be a power of two >= 16, not {block_n}")
     splits = max(1, min(num_splits or auto_splits, _MAX_SPLITS))

@@ -28,7 +28,7 @@ Design (one launch; every weight byte is read exactly once, by the one program t
   * USE_PDL (Hopper programmatic dependent launch, off by default): the first weight chunk is requested
     before `gdc_wait` (the weight is never written by the preceding kernel), x only after it; dependents
     are released after the main loop. Every store and every counter access comes after `gdc_wait`;
-  * WHOLE_K (each split's K range is one chunk; with use_pdl at T ≤ 2 `linear_config` picks it when a program's
+  * WHOLE_K (each split's K range is one chunk; with use_pdl at T ≤ WHOLE_K_MAX_T `linear_config` picks it when a program's
     slice fits 32 KB): no loop and no second buffer, so the whole slice is requested before `gdc_wait` and streams
     while the kernels before it run (`kernels.chain_pdl`). o_proj T=1: 4 rows × 4096, 96 registers, one wave.
 The tensor-core form (`_linear_dot_kernel`, from `dot_min_t()` tokens; above GEMV_MAX_T the only one):
@@ -51,7 +51,8 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_max_t, check_device, counters, dot_precision, env_int, interpreting, next_pow2
+from moelab.kernels import (WHOLE_K_MAX_T, cdiv, check_device, counters, dot_precision, env_int, interpreting,
+                            next_pow2)
 from moelab.kernels.attention import sm_count
 
 LINEAR_MAX_T = 64  # decode sizes; a larger T belongs to a GEMM (cuBLAS)
@@ -229,7 +230,7 @@ def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132
         512 programs, qkv 1280; the router is 32 programs of 2 chunks, which the double buffer already puts
         in flight at once (splitting would add the partials' round trip; the sweep checks this);
       * num_warps 4 (fewer when the tile is smaller than one vector per thread).
-    whole_k (a PDL launch, T ≤ CHAIN_MAX_T): one chunk of the whole K per program, as many rows as fill 32 KB
+    whole_k (a PDL launch, T ≤ WHOLE_K_MAX_T): one chunk of the whole K per program, as many rows as fill 32 KB
     (qkv 8 × 2048, o_proj 4 × 4096; measured in the chained step, docs/worklog.md session 6), when K allows.
     """
     if dot:
@@ -239,7 +240,7 @@ def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132
     block_k = min(32 * vec * num_warps, max(vec, next_pow2(K)))
     block_n = min(4 if T <= 2 else 2, next_pow2(max(N, 1)))
     num_warps = max(1, min(num_warps, block_n * block_k // (32 * vec)))
-    if whole_k and T <= chain_max_t() and block_n * next_pow2(K) * elem_bytes <= 32 * 1024:
+    if whole_k and T <= WHOLE_K_MAX_T and block_n * next_pow2(K) * elem_bytes <= 32 * 1024:
         # A PDL launch whose programs each request their whole slice before the wait (≤ 64 data registers per
         # thread at 4 warps of 32; o_proj: 96 registers in all, 5 programs per SM, so its 512 fit in one wave);
         # the weight streams while the kernels before it run (kernels.chain_pdl).
