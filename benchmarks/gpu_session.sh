@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AT    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AU    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -355,6 +355,18 @@ case "${1:?stage A to G}" in
     run ab-b8 90 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,bn32=MOELAB_ATTN_BLOCK_N:32
     run decode 110 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
     run bench-moe 90 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    ;;
+  AU) # session 10's last call. AT: records batch 1 2.41 ms (55.8 %), batch 8 7.71 ms (74.4 %: 0.06 ms short of 75 %),
+      # batch 32 15.1 ms (78.6 %); attention's 32-key tiles tied (7.74 vs 7.75). Now the split kernel's last arriver
+      # merges up to 16 splits itself (no combine launch; MOELAB_ATTN_MERGE_MAX_SPLITS:0 is the old form). Predicted:
+      # attention alone batch 1 / 1k 6.6 -> 5.6-6.0 us (the issue's <= 6), batch 8 / 1k 11.9 -> 10.5-11; in the chain
+      # batch 8 -0.03 to -0.07 ms, batch 1 -0.02 to -0.05 ms. GPU tests first, then the records.
+    run gpu-tests 120 python -m pytest tests/kernels/test_attention.py tests/engine/test_generate.py -k "not long" -q -p no:cacheprovider --tb=short -rf
+    run attention 40 python benchmarks/bench_attention.py --shapes 1x1024,8x1024,1x16384 --no-compile --samples 15
+    MOELAB_ATTN_MERGE_MAX_SPLITS=0 run attention-combine 40 python benchmarks/bench_attention.py --shapes 1x1024,8x1024 --no-compile --samples 15
+    run ab-b8 90 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,combine=MOELAB_ATTN_MERGE_MAX_SPLITS:0
+    run ab-b1 50 python benchmarks/ab_chain.py --batch 1 --rounds 2 --variants base,combine=MOELAB_ATTN_MERGE_MAX_SPLITS:0
+    run decode 70 python benchmarks/bench_decode.py --batch 1,8 --rows moelab
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
