@@ -75,7 +75,7 @@ def _attention_kv(b, q_weight=None, splits=4):
 def test_attention_split_releases_a_pdl_combine_in_the_chain(hopper, monkeypatch, b):
     split = record(monkeypatch, attention, "_split_kernel")
     combine = record(monkeypatch, attention, "_combine_kernel")
-    _attention_kv(b, splits=attention.MERGE_MAX_SPLITS + 4)  # more splits than the split kernel merges itself
+    _attention_kv(b)
     (s,), (c,) = split.calls, combine.calls
     pdl_pairs_with_wait(s)
     pdl_pairs_with_wait(c)
@@ -85,15 +85,13 @@ def test_attention_split_releases_a_pdl_combine_in_the_chain(hopper, monkeypatch
     assert c["USE_PDL"] == chain and c["TRIGGER"]
 
 
-@pytest.mark.parametrize("splits", [1, 4])
 @pytest.mark.parametrize("b", [1, 3, 9])
-def test_attention_in_one_launch_releases_the_o_projection(hopper, monkeypatch, b, splits):
-    """One split finishes its rows itself; up to MERGE_MAX_SPLITS the last split program merges them: no combine."""
+def test_attention_in_one_split_releases_the_o_projection(hopper, monkeypatch, b):
     split = record(monkeypatch, attention, "_split_kernel")
     combine = record(monkeypatch, attention, "_combine_kernel")
-    _attention_kv(b, splits=splits)
+    _attention_kv(b, splits=1)
     (s,) = split.calls
-    assert not combine.calls and s["FINAL"] == (splits == 1) and s["MERGE"] == (splits > 1)
+    assert not combine.calls and s["FINAL"]
     assert s["TRIGGER"] == (2 if b <= CHAIN_MAX_T else 1)
 
 

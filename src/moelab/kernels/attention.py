@@ -9,9 +9,7 @@ walks its chunk of this sequence's keys in BLOCK_N tiles with an online softmax 
 a normalised partial output and its log-sum-exp. The chunk is computed in-kernel from the sequence's own length,
 so the split count picked on the host (no host sync, CUDA-graph safe) spreads each sequence over all its splits
 whatever its length. Kernel 2 (`_combine_kernel`), grid (B·Q·Hq): merges the partials by their log-sum-exp and
-adds the attention sink. With one split, kernel 1 finishes the rows itself and kernel 2 is skipped; with up to
-MERGE_MAX_SPLITS splits the last split program of each (sequence, KV head) to finish merges them, and kernel 2 is
-skipped too.
+adds the attention sink. With one split, kernel 1 finishes the rows itself and kernel 2 is skipped.
 
 Napkin math (bf16, GQA 32/4 × 128): bytes = B·Hk·L·D·2·2 (K and V) — 1k: 2.1 MB (0.5 µs at 4.3 TB/s), 16k: 33.6 MB
 (7.8 µs), 64k: 134 MB (31 µs); the fp32 partials add B·Q·Hq·splits·(D+1)·4 bytes written and read again
@@ -29,17 +27,12 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, check_device, counters, dot_precision, env_int, next_pow2, pdl_supported
+from moelab.kernels import cdiv, chain_pdl, check_device, dot_precision, next_pow2, pdl_supported
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
 _LOG2E = 1.4426950408889634
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _MAX_SPLITS = 256
-# Up to this many splits the split kernel's last arriver merges them (MERGE): no combine launch. Above, the merge's
-# serial loads would outlast the combine kernel, whose programs merge one head each in parallel. Measured in
-# session 10 (docs/worklog.md); MOELAB_ATTN_MERGE_MAX_SPLITS overrides it (0: always the combine kernel).
-MERGE_MAX_SPLITS = 16
-MERGE_UNROLL: tl.constexpr = tl.constexpr(8)  # splits whose partial outputs the merge requests at once
 
 
 @triton.jit
@@ -72,7 +65,6 @@ def _attend_tile(q, k, v, kpos, kv_end, qpos, row_ok, m_i, l_i, acc, qk_scale, w
 def _split_kernel(
     # pointers
     q_ptr, k_ptr, v_ptr, lens_ptr, sinks_ptr, out_ptr, mid_o_ptr, mid_lse_ptr,
-    cnt_ptr,  # MERGE only: int32 arrival counters [B·Hk], zero between calls
     kn_ptr, vn_ptr, qw_ptr, kw_ptr, inv_freq_ptr,  # NEW_KV only: the new k, v [B, Hk, D]; q/k norm weights [D]
     # sizes
     HK, D, NQ, S_MAX, NUM_SPLITS, qk_scale, window, HALF, eps,  # HALF, eps: NEW_KV only (rotary_dim / 2, norm eps)
@@ -89,8 +81,6 @@ def _split_kernel(
     HAS_WINDOW: tl.constexpr,
     HAS_SINKS: tl.constexpr,
     FINAL: tl.constexpr,  # one split: normalise and write `out` here
-    MERGE: tl.constexpr,  # several splits, no combine launch: the last split of (b, hk) to finish merges them
-    BLOCK_S: tl.constexpr,  # MERGE: the splits, padded to a power of two
     PRECISION: tl.constexpr,  # tl.dot input_precision: "ieee" for fp32 inputs
     TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the combine, or with FINAL the o projection): 0 no,
     #                         1 as the program starts, 2 once its q is in registers (before the tile loop)
@@ -225,43 +215,6 @@ def _split_kernel(
             o, mask=row_ok[:, None] & d_ok[None, :],
         )
         tl.store(mid_lse_ptr + b * slsb + qi * slsi + head * slsh + split * slss, lse, mask=row_ok)
-        if MERGE:
-            # The combine's work, by the last split of this (b, hk) to arrive (its acquire makes the other splits'
-            # partials visible; .cg reads them from L2): one launch fewer per layer. The weights of the splits from
-            # their log-sum-exps in one [rows, splits] tile, then the partial outputs, MERGE_UNROLL splits' loads in
-            # flight at a time (one at a time, each would wait a full L2 round trip).
-            tl.debug_barrier()  # every thread's partials precede the release below
-            arrived = tl.atomic_add(cnt_ptr + bh, 1, sem="acq_rel", scope="gpu")
-            if arrived == NUM_SPLITS - 1:
-                sp = tl.arange(0, BLOCK_S)
-                lse_all = tl.load(mid_lse_ptr + b * slsb + qi[:, None] * slsi + head[:, None] * slsh
-                                  + sp[None, :] * slss, mask=row_ok[:, None] & (sp < NUM_SPLITS)[None, :],
-                                  other=float("-inf"), cache_modifier=".cg")  # [BLOCK_M, BLOCK_S]
-                m = tl.max(lse_all, axis=1)
-                if HAS_SINKS:  # the sink is one more logit in the denominator, with no value
-                    sink = tl.load(sinks_ptr + head, mask=row_ok, other=float("-inf")).to(tl.float32)
-                    sink = sink * 1.4426950408889634
-                    m = tl.maximum(m, sink)
-                m = tl.where(m == float("-inf"), 0.0, m)  # padding rows: finite, never stored
-                w_all = tl.exp2(lse_all - m[:, None])  # empty splits carry lse = -inf: weight 0
-                denom = tl.sum(w_all, axis=1)
-                if HAS_SINKS:
-                    denom += tl.exp2(sink - m)
-                o_ptrs = mid_o_ptr + b * smb + qi[:, None] * smi + head[:, None] * smh + dcols[None, :] * smd
-                o_mask = row_ok[:, None] & d_ok[None, :]
-                merged = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-                for s0 in range(0, NUM_SPLITS, MERGE_UNROLL):
-                    for j in tl.static_range(MERGE_UNROLL):
-                        w_j = tl.sum(tl.where(sp[None, :] == s0 + j, w_all, 0.0), axis=1)
-                        mask_j = tl.where(s0 + j < NUM_SPLITS, o_mask, False)  # (vector & scalar: see above)
-                        merged += tl.load(o_ptrs + (s0 + j) * sms, mask=mask_j, other=0.0,
-                                          cache_modifier=".cg") * w_j[:, None]
-                o = merged / tl.where(denom > 0, denom, 1.0)[:, None]
-                tl.store(
-                    out_ptr + b * sob + qi[:, None] * soi + head[:, None] * soh + dcols[None, :] * sod,
-                    o.to(out_ptr.dtype.element_ty), mask=o_mask,
-                )
-                tl.store(cnt_ptr + bh, 0)  # every split has arrived: ready for the next call
 
 
 @triton.jit
@@ -364,8 +317,7 @@ def decode_attention(
     window: sliding-window size or None. Hq must be a multiple of Hk; scale defaults to 1/sqrt(D).
     Tuning (optional): `max_seq_len` is a hint for the split count (default S_max; it never limits the
     lengths read); `num_splits`, `block_n` override the heuristic, `num_warps` and `num_stages` the split kernel's
-    launch (sweeps, tests; $MOELAB_ATTN_BLOCK_N, $MOELAB_ATTN_WARPS and $MOELAB_ATTN_STAGES too, for
-    benchmarks/ab_chain.py).
+    launch (sweeps, tests).
     Returns `out` (allocated, or the given one) of q's shape and dtype.
     (`_new_kv` is `decode_attention_kv`'s, checked there: seq_lens are then the new tokens' positions.)
     """
@@ -412,7 +364,7 @@ def decode_attention(
     out4 = out.unsqueeze(1) if q.dim() == 3 else out
 
     auto_block_n, auto_splits = launch_params(b, hk, max_seq_len or s_max, d, sm_count(dev))
-    block_n = block_n or env_int("MOELAB_ATTN_BLOCK_N", 0) or auto_block_n
+    block_n = block_n or auto_block_n
     if block_n < 16 or block_n & (block_n - 1):
         raise ValueError(f"decode_attention: block_n must be a power of two >= 16, not {block_n}")
     splits = max(1, min(num_splits or auto_splits, _MAX_SPLITS))
@@ -421,7 +373,6 @@ def decode_attention(
     block_m = max(16, next_pow2(g * nq + (_new_kv is not None)))  # decode_attention_kv: + the k row
     block_d = max(16, next_pow2(d))
     final = splits == 1
-    merge = not final and splits <= env_int("MOELAB_ATTN_MERGE_MAX_SPLITS", MERGE_MAX_SPLITS)
     if final:
         mid_o = mid_lse = out4  # unused
         mid_strides = (0,) * 9
@@ -445,26 +396,25 @@ def decode_attention(
     # starts instead, the o weight's flood slowed the split's own loads: batch 1 2.482 against 2.458 ms.)
     chain = chain_pdl(dev, b * nq)
     launch = {"launch_pdl": True} if pdl else {}
-    cnt = counters(dev, b * hk, "attn") if merge else mid_lse  # unused without MERGE
     _split_kernel[(b * hk, splits)](
-        q4, k_cache, v_cache, seq_lens, sinks_arg, out4, mid_o, mid_lse, cnt,
+        q4, k_cache, v_cache, seq_lens, sinks_arg, out4, mid_o, mid_lse,
         kn, vn, qw, kw, inv_freq,
         hk, d, nq, s_max, splits, scale * _LOG2E, window or 0, half, float(eps),
         *q4.stride(), *k_cache.stride(), *v_cache.stride(), seq_lens.stride(0),
         *out4.stride(), *mid_strides, *new_strides,
         G=g, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
-        HAS_WINDOW=window is not None, HAS_SINKS=sinks is not None, FINAL=final, MERGE=merge,
-        BLOCK_S=next_pow2(splits) if merge else 1,
+        HAS_WINDOW=window is not None, HAS_SINKS=sinks is not None, FINAL=final,
         # fp32 caches get true fp32 products, not tf32
         PRECISION=dot_precision(q.dtype, "decode_attention" if _new_kv is None else "decode_attention_kv"),
-        TRIGGER=2 if chain else int((final or merge) and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm,
-        OFFSET=offset,
+        TRIGGER=2 if chain else int(final and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset,
         USE_PDL=pdl,
-        num_warps=num_warps or env_int("MOELAB_ATTN_WARPS", 4),
-        num_stages=num_stages or env_int("MOELAB_ATTN_STAGES", 3),
+        # 4 warps, 3 stages: 8 warps lost in the chain (batch 8 7.71 → 7.85 ms, batch 1 2.40 → 2.50), 2 stages tied
+        # (7.70), and the 32-key tiles at batch 8 tied (7.74 against 7.75): session 10, ab-chain-…T020023 / …T020056
+        # / …T021459.
+        num_warps=num_warps or 4, num_stages=num_stages or 3,
         **launch,
     )
-    if not final and not merge:
+    if not final:
         block_s = next_pow2(splits)
         _combine_kernel[(b * nq * hq,)](
             mid_o, mid_lse, sinks_arg, out4,
