@@ -57,6 +57,10 @@ def main() -> None:
     ap.add_argument("--stages", default="", help="with --warps: and these num_stages (e.g. 1,2,3); default 3")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    if a.warps and not a.sweep:
+        ap.error("--warps is a part of --sweep: give both")
+    if a.stages and not a.warps:
+        ap.error("--stages needs --warps")
     if not torch.cuda.is_available():
         raise SystemExit("bench_attention: needs a CUDA GPU")
     from torch.nn.attention import SDPBackend

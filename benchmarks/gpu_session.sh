@@ -8,7 +8,9 @@
 # Stages W, X, Y, AA and AC ran session 6's A/B switches, AD, AE and AG session 7's (run in session 8), and AK and AM
 # session 9's (MOELAB_GROUP_SORT, MOELAB_CENSUS_PREFETCH, MOELAB_CENSUS_HIST). Those switches are gone now, and
 # ab_chain.py refuses a switch that nothing in src/moelab reads; the stages stay as the record of what ran.
-# (MOELAB_FUSED_ROUTER_MAX_T:8 in AK/AL is the default now: those A/Bs would time two identical runs.)
+# (MOELAB_FUSED_ROUTER_MAX_T:8 in AK/AL is the default now: those A/Bs would time two identical runs.) Session 10's
+# AQ..AU: MOELAB_CENSUS_WIDE, MOELAB_ATTN_WARPS/STAGES/BLOCK_N and MOELAB_ATTN_MERGE_MAX_SPLITS are gone (AU's
+# attention-combine step would now time the default), and MOELAB_CHAIN_MAX_T:8 in AS is the default now.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log

@@ -179,16 +179,6 @@ SM90_JOBS = {
                     "HAS_SHARED": True, "SHARED_GATE": True, "PREC": "tf32"},
                    ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"],
                    {"num_warps": 4, "num_stages": 4}),  # decode_config at T = 2..16
-    "moe_decode_pdl": ("moe_decode", "_moe_decode_kernel",
-                   {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",
-                    "sw13_ptr": "*bf16", "sw2_ptr": "*bf16", "sgate_ptr": "*bf16", "act_ptr": "*bf16",
-                    "part_ptr": "*fp32", "cnt_ptr": "*i32", "out_ptr": "*bf16"},
-                   {"K": 8, "K_PAD": 8, "P_PAD": 64, "E_PAD": 128, "S_MAX": 64, "S_PAD": 128, "N_IBLK": 24, "N_HBLK": 32,
-                    "N1": 1536, "BLOCK_T": 16, "BLOCK_I": 32, "BLOCK_K": 64, "BLOCK_H": 64, "BLOCK_K2": 64,
-                    "HAS_SHARED": False, "SHARED_GATE": False, "PREC": "tf32",
-                    "TRIGGER": True, "USE_PDL": True},
-                   ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"],
-                   {"num_warps": 4, "num_stages": 4}),  # in the PDL chain (MOELAB_CHAIN_MAX_T ≥ T)
     "moe_gate_up": ("moe_grouped", "_gate_up_kernel",
                     {"x_ptr": "*bf16", "w13_ptr": "*bf16", "order_ptr": "*i32", "start_ptr": "*i32",
                      "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "act_ptr": "*bf16"},
@@ -231,7 +221,7 @@ SM90_JOBS = {
                    "ids_ptr": "*i32", "cnt_ptr": "*i32", "scaling": "fp32"},
                   {"T_PAD": 8, "BLOCK_E": 1, "BLOCK_H": 1024, "N_PROG": 128, "K": 8, "K_PAD": 8, "E_PAD": 128,
                    "SCORING": 0, "RENORM": True, "HAS_BIAS": False, "N_GROUP": 1, "TOPK_GROUP": 1, "USE_PDL": True,
-                   "TRIGGER": False},
+                   "TRIGGER": True},  # in the PDL chain (T ≤ CHAIN_MAX_T): it releases the census kernel
                   ["x_ptr", "w_ptr", "H", "s_xt", "s_we"], {"num_warps": 4}),  # router_config at T > 1
     "router_t2": ("router", "_router_kernel",  # batch 2: in the PDL chain, it releases the pair kernel as it starts
                   {"x_ptr": "*bf16", "w_ptr": "*bf16", "bias_ptr": "*fp32", "logits_ptr": "*fp32", "tw_ptr": "*fp32",
@@ -241,6 +231,13 @@ SM90_JOBS = {
                    "TRIGGER": True},
                   ["x_ptr", "w_ptr", "H", "s_xt", "s_we"], {"num_warps": 4}),
 }
+# The router at 16 rows, outside the PDL chain: nothing released early. Otherwise "router_t8"'s launch.
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["router_t8"]
+SM90_JOBS["router_t16"] = (_module, _kernel, _types, dict(_consts, T_PAD=16, BLOCK_H=512, TRIGGER=False), *_rest)
+# The census kernel in the PDL chain (T ≤ CHAIN_MAX_T) without a shared expert: otherwise "moe_decode"'s launch.
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_decode"]
+SM90_JOBS["moe_decode_pdl"] = (_module, _kernel, _types, dict(_consts, S_MAX=64, N1=1536, HAS_SHARED=False,
+                                                              SHARED_GATE=False, TRIGGER=True, USE_PDL=True), *_rest)
 
 _SM90_SCRIPT = r"""
 import importlib, json, sys

@@ -2,7 +2,7 @@
 
 Under the interpreter PDL is off, so these tests pretend to be on a Hopper GPU and replace each Triton kernel by a
 recorder of its launch arguments: a kernel launched with PDL must wait (`USE_PDL`), and one that waits must be
-launched with PDL; the chain holds for one or two rows and is off beyond. What the kernels do with the flags is
+launched with PDL; the chain holds up to CHAIN_MAX_T rows and is off beyond. What the kernels do with the flags is
 checked by their sm_90 compile tests and, on the GPU, by the bf16 and graph-replay tests.
 """
 
@@ -104,18 +104,6 @@ def test_attention_with_a_copied_norm_weight_is_not_pdl_launched(hopper, monkeyp
     assert not s["USE_PDL"]
 
 
-@pytest.mark.parametrize("T", [1, 2, 3])
-def test_pair_kernel_waits_for_the_router_and_releases_the_norm(hopper, monkeypatch, T):
-    rec = record(monkeypatch, moe_pairs, "_moe_pairs_kernel")
-    E, H, I, k = 4, 32, 16, 2
-    ids = torch.stack([torch.randperm(E)[:k] for _ in range(T)]).int()
-    moe_pairs.moe_pairs(torch.randn(T, H), torch.randn(E, 2 * I, H), torch.randn(E, H, I), torch.rand(T, k), ids,
-                        out=torch.empty(T, H))
-    (kw,) = rec.calls
-    pdl_pairs_with_wait(kw)
-    assert kw["USE_PDL"] == kw["TRIGGER"] == (T <= CHAIN_MAX_T)
-
-
 @pytest.mark.parametrize("T", [1, 3, 9])
 def test_router_releases_the_experts_in_the_chain(hopper, monkeypatch, T):
     rec = record(monkeypatch, router, "_router_kernel")
@@ -125,16 +113,30 @@ def test_router_releases_the_experts_in_the_chain(hopper, monkeypatch, T):
     assert kw["TRIGGER"] == (T <= CHAIN_MAX_T)
 
 
-@pytest.mark.parametrize("T", [3, 8, 9])
-def test_census_kernel_waits_for_the_router_and_releases_the_norm(hopper, monkeypatch, T):
-    rec = record(monkeypatch, moe_decode, "_moe_decode_kernel")
+@pytest.mark.parametrize("path,T", [("pairs", 1), ("pairs", 2), ("pairs", 4), ("decode", 3), ("decode", 8),
+                                    ("decode", 9)])
+def test_experts_kernel_waits_for_the_router_and_releases_the_norm(hopper, monkeypatch, path, T):
+    """The pair kernel (T ≤ 4) and the census kernel in the chain: PDL-launched ⇔ waiting, and releasing the norm."""
+    mod = moe_pairs if path == "pairs" else moe_decode
+    rec = record(monkeypatch, mod, f"_moe_{path}_kernel")
     E, H, I, k = 8, 32, 16, 2
     ids = torch.stack([torch.randperm(E)[:k] for _ in range(T)]).int()
-    moe_decode.moe_decode(torch.randn(T, H), torch.randn(E, 2 * I, H), torch.randn(E, H, I), torch.rand(T, k), ids,
-                          out=torch.empty(T, H))
+    getattr(mod, f"moe_{path}")(torch.randn(T, H), torch.randn(E, 2 * I, H), torch.randn(E, H, I), torch.rand(T, k),
+                                ids, out=torch.empty(T, H))
     (kw,) = rec.calls
     pdl_pairs_with_wait(kw)
     assert kw["USE_PDL"] == kw["TRIGGER"] == (T <= CHAIN_MAX_T)
+
+
+def test_chain_max_t_is_read_at_launch(monkeypatch):
+    """MOELAB_CHAIN_MAX_T moves the chain's bound at launch time (benchmarks/ab_chain.py's A/B); unset, CHAIN_MAX_T."""
+    import moelab.kernels as k
+    monkeypatch.setattr(k, "pdl_supported", lambda device: True)
+    dev = torch.device("cuda")
+    monkeypatch.delenv("MOELAB_CHAIN_MAX_T", raising=False)
+    assert k.chain_pdl(dev, CHAIN_MAX_T) and not k.chain_pdl(dev, CHAIN_MAX_T + 1)
+    monkeypatch.setenv("MOELAB_CHAIN_MAX_T", "2")
+    assert k.chain_pdl(dev, 2) and not k.chain_pdl(dev, 3)
 
 
 @pytest.mark.parametrize("K,block_k,whole", [(300, 512, True), (300, 128, False), (1000, 1024, True)])

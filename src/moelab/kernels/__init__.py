@@ -69,8 +69,8 @@ def pdl_supported(device: torch.device) -> bool:
     per kernel when each requested its first weight tile before waiting; launching with PDL but loading nothing
     before the wait gained 0.1 µs): kernels that stream weights are launched with PDL and load their first tile
     before `gdc_wait`; the small kernels before them call `gdc_launch_dependents` as they start, so the weight
-    kernel's programs are resident and loading while the small kernel runs. At one or two tokens the whole step
-    is such a chain (`chain_pdl`). A PDL-launched kernel reads nothing a previous kernel wrote, and writes nothing,
+    kernel's programs are resident and loading while the small kernel runs. Up to CHAIN_MAX_T tokens the whole
+    step is such a chain (`chain_pdl`). A PDL-launched kernel reads nothing a previous kernel wrote, and writes nothing,
     before its `gdc_wait` — every program of it calls the wait.
     """
     if device.type != "cuda" or interpreting() or not env_flag("MOELAB_PDL", True):
@@ -82,8 +82,9 @@ def pdl_supported(device: torch.device) -> bool:
 # benchmarks/ab_chain.py: batch 1 went from 2.695 to 2.458 ms per token with every link below (session 6,
 # ab-chain-…T165231 / …T170042 / …T170247 / …T170336). At batch 8 the same links then cost 0.5–0.9 %, with GEMVs
 # holding several chunks per program at T=8. Since the tensor-core linear took T ≥ 4, and with the census kernel
-# joining the chain as the pair kernel does, batch 8 went from 7.86 to 7.75 ms per token with the chain, the same
-# tokens (session 10, ab-chain-…T020725). T=3..7 are unmeasured; batch 32 is outside the chain (within 0.4 % in session 6).
+# joining the chain as the pair kernel does, batch 8 went from 7.86 to 7.75 ms per token with the chain, the
+# same tokens (session 10, ab-chain-…T020725). T=3..7 are unmeasured; batch 32 is outside the chain (within 0.4 %
+# in session 6).
 CHAIN_MAX_T = 8
 # The GEMV's whole-K slices before the wait (`linear_config(whole_k=True)`) stay where session 6 measured them.
 WHOLE_K_MAX_T = 2
@@ -95,7 +96,8 @@ def chain_max_t() -> int:
 
 
 def chain_pdl(device: torch.device, rows: int) -> bool:
-    """Whether a decode kernel of `rows` tokens joins the step-long PDL chain: `pdl_supported` and rows ≤ CHAIN_MAX_T.
+    """Whether a decode kernel of `rows` tokens joins the step-long PDL chain: `pdl_supported` and rows ≤
+    `chain_max_t()` (CHAIN_MAX_T, or $MOELAB_CHAIN_MAX_T).
 
     The chain, link by link (each a PDL launch whose program requests what no earlier kernel writes, then waits):
       * at T ≤ WHOLE_K_MAX_T the GEMVs request their whole weight slice before `gdc_wait` where it fits 32 KB per

@@ -408,9 +408,9 @@ def decode_attention(
         PRECISION=dot_precision(q.dtype, "decode_attention" if _new_kv is None else "decode_attention_kv"),
         TRIGGER=2 if chain else int(final and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset,
         USE_PDL=pdl,
-        # 4 warps, 3 stages: 8 warps lost in the chain (batch 8 7.71 → 7.85 ms, batch 1 2.40 → 2.50), 2 stages tied
-        # (7.70), and the 32-key tiles at batch 8 tied (7.74 against 7.75): session 10, ab-chain-…T020023 / …T020056
-        # / …T021459.
+        # 4 warps, 3 stages: in the graph-replayed step 8 warps lost (batch 8 7.71 → 7.85 ms, before batch 8 joined
+        # the PDL chain; batch 1 2.40 → 2.50) and 2 stages tied (7.70); the 32-key tiles at batch 8, in the chain,
+        # tied (7.74 against 7.75): session 10, ab-chain-…T020023 / …T020056 / …T021459.
         num_warps=num_warps or 4, num_stages=num_stages or 3,
         **launch,
     )

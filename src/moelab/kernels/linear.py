@@ -28,9 +28,9 @@ Design (one launch; every weight byte is read exactly once, by the one program t
   * USE_PDL (Hopper programmatic dependent launch, off by default): the first weight chunk is requested
     before `gdc_wait` (the weight is never written by the preceding kernel), x only after it; dependents
     are released after the main loop. Every store and every counter access comes after `gdc_wait`;
-  * WHOLE_K (each split's K range is one chunk; with use_pdl at T ≤ WHOLE_K_MAX_T `linear_config` picks it when a program's
-    slice fits 32 KB): no loop and no second buffer, so the whole slice is requested before `gdc_wait` and streams
-    while the kernels before it run (`kernels.chain_pdl`). o_proj T=1: 4 rows × 4096, 96 registers, one wave.
+  * WHOLE_K (each split's K range is one chunk; with use_pdl at T ≤ WHOLE_K_MAX_T `linear_config` picks it when a
+    program's slice fits 32 KB): no loop and no second buffer, so the whole slice is requested before `gdc_wait` and
+    streams while the kernels before it run (`kernels.chain_pdl`). o_proj T=1: 4 rows × 4096, 96 registers, one wave.
 The tensor-core form (`_linear_dot_kernel`, from `dot_min_t()` tokens; above GEMV_MAX_T the only one):
   * the GEMV's loop costs ~2 FP32 instructions per weight element per token, ~475 per thread per 32-byte chunk row
     pair at T=8 in the sm_90 SASS: at 4.6 TB/s that asks ~6.8e13 thread-instructions/s of SMs that issue ~3.3e13.

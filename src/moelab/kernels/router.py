@@ -146,7 +146,7 @@ def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softma
         T_PAD=next_pow2(T), N_PROG=n_prog, K=k, K_PAD=next_pow2(k), E_PAD=e_pad,
         SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize), HAS_BIAS=correction_bias is not None,
         N_GROUP=n_group, TOPK_GROUP=topk_group, USE_PDL=pdl,
-        TRIGGER=chain_pdl(x.device, T),  # the pair kernel after it is PDL-launched (kernels.chain_pdl)
+        TRIGGER=chain_pdl(x.device, T),  # the experts' kernel after it (pairs or census) is PDL-launched: chain_pdl
         num_warps=num_warps, **launch, **cfg,
     )
     return w_out, ids
