@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AU    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AV    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -369,6 +369,14 @@ case "${1:?stage A to G}" in
     run ab-b8 90 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,combine=MOELAB_ATTN_MERGE_MAX_SPLITS:0
     run ab-b1 50 python benchmarks/ab_chain.py --batch 1 --rounds 2 --variants base,combine=MOELAB_ATTN_MERGE_MAX_SPLITS:0
     run decode 70 python benchmarks/bench_decode.py --batch 1,8 --rows moelab
+    ;;
+  AV) # for session 11 (batch 8 is 0.6 % short of 75 %): (1) the counters of the shipped census tiles (64-row phase 2 on
+      # 4 warps; stage AP read the old 2-warp ones) and of the router at T=8, with the warp-stall sampling per
+      # instruction (SourceCounters); (2) the router's x read in one L2 round trip, not two (sweep_router.py
+      # --block-h 2048: predicted -0.5 to -0.8 us of its 6.1 at T=8, i.e. -0.02 to -0.04 ms at batch 8)
+    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+    run ncu 200 bash -c "$NCU --clock-control none -k regex:'_moe_decode_kernel|_router_kernel' -c 4 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats --section SourceCounters python benchmarks/ncu_kernels.py --only census8,router8 > $OUT/ncu.txt 2>&1"
+    run sweep-router 60 python benchmarks/sweep_router.py --tokens 8 --samples 10 --block-h 1024,2048
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

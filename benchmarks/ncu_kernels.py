@@ -1,10 +1,11 @@
 """Launch each of batch 1's and batch 8's heavy decode kernels a few times, eagerly, for Nsight Compute to read.
 
     ncu --clock-control none -k regex:'_moe|_linear|_split|_stream' --section SpeedOfLight ... \
-        python benchmarks/ncu_kernels.py [--only census8,pairs1,qkv8,o8,attn8,read]
+        python benchmarks/ncu_kernels.py [--only census8,pairs1,qkv8,o8,attn8,router8,read]
 
 Qwen3-30B-A3B shapes, bf16, random weights: the census MoE kernel at T=8, the pair kernel at T=1, the tensor-core
-linear at T=8 (qkv 5120×2048, o 2048×4096), decode attention at batch 8 with 1k context (GQA 32/4 × 128), and the
+linear at T=8 (qkv 5120×2048, o 2048×4096), decode attention at batch 8 with 1k context (GQA 32/4 × 128), the
+one-launch router at T=8, and the
 read-ceiling kernel of `moelab hw` (what the hardware counters say a pure stream reaches, to read the others by).
 Nothing is timed here: the counters are the output. Each kernel runs RUNS times on fresh inputs.
 """
@@ -20,6 +21,7 @@ from moelab.kernels.attention import decode_attention
 from moelab.kernels.linear import linear
 from moelab.kernels.moe_decode import moe_decode
 from moelab.kernels.moe_pairs import moe_pairs
+from moelab.kernels.router import router
 from moelab.kernels.stream import stream_read
 
 RUNS = 3
@@ -28,7 +30,7 @@ E, H, I, K = 128, 2048, 768, 8
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", default="census8,pairs1,qkv8,o8,attn8,read")
+    ap.add_argument("--only", default="census8,pairs1,qkv8,o8,attn8,router8,read")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("ncu_kernels.py: needs a CUDA GPU (it launches kernels for Nsight Compute to read)")
@@ -54,6 +56,10 @@ def main() -> None:
         lens = torch.full((8,), 1024, dtype=torch.int32, device=dev)
         for _ in range(RUNS):
             decode_attention(torch.randn(8, 32, 128, device=dev).to(dt), kc, vc, lens)
+    if "router8" in want:
+        wr = (torch.randn(E, H, device=dev) * H ** -0.5).to(dt)
+        for _ in range(RUNS):
+            router(torch.randn(8, H, device=dev).to(dt), wr, K)
     if "read" in want:
         # `moelab hw`'s best on the H200 (hw-…T215629: 16384 words, 8 warps, 4 programs per SM), over 4 GiB
         sms = torch.cuda.get_device_properties(dev).multi_processor_count

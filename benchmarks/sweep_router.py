@@ -30,6 +30,7 @@ def main() -> None:
     ap.add_argument("--model", default="qwen3-30b-a3b")
     ap.add_argument("--tokens", default="1,8")
     ap.add_argument("--samples", type=int, default=15)
+    ap.add_argument("--block-h", default="", help="also BLOCK_E=1 at these BLOCK_H (comma-separated) on 4 and 8 warps")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("sweep_router needs a CUDA GPU")
@@ -46,17 +47,20 @@ def main() -> None:
         rows.append(("cuBLAS + route", m.median_us, m.iqr_us))
         m = timing.measure(lambda x, w: route(dense(x, w), k), sets, mode="graph", samples=a.samples)
         rows.append(("dense + route (the engine above fused_router_max_t)", m.median_us, m.iqr_us))
-        for be in (1, 2, 4, 8):
-            for nw in (1, 2, 4, 8):
-                cfg = dict(BLOCK_E=be, num_warps=nw)
-                got = router(*sets[0], k, config=dict(cfg))
-                # As tests/kernels/test_router.py: a last-bit difference in the logits may swap two experts at a
-                # near-tie, so the chosen sets must agree for nearly every (token, slot), not bit for bit.
-                same = (got[1].sort(1).values == ref[1].sort(1).values).float().mean().item()
-                assert same > 0.9, f"router {cfg}: ids differ from the reference ({same:.0%} agree)"
-                m = timing.measure(lambda x, w, c=cfg: router(x, w, k, config=dict(c)), sets, mode="graph",
-                                   samples=a.samples)
-                rows.append((str(cfg), m.median_us, m.iqr_us))
+        cfgs = [dict(BLOCK_E=be, num_warps=nw) for be in (1, 2, 4, 8) for nw in (1, 2, 4, 8)]
+        # Session 10's lead for batch 8: each of the 128 one-expert programs reads x from L2 in H / BLOCK_H serial
+        # round trips (BLOCK_H = 1024 at T=8: two); all of H at once is one round trip, predicted −0.5 to −0.8 µs of
+        # the 6.1 (the product [8, 1, 2048] is 64 fp32 values per thread on 8 warps, 128 on 4).
+        cfgs += [dict(BLOCK_E=1, BLOCK_H=int(bh), num_warps=nw) for bh in a.block_h.split(",") if bh for nw in (4, 8)]
+        for cfg in cfgs:
+            got = router(*sets[0], k, config=dict(cfg))
+            # As tests/kernels/test_router.py: a last-bit difference in the logits may swap two experts at a
+            # near-tie, so the chosen sets must agree for nearly every (token, slot), not bit for bit.
+            same = (got[1].sort(1).values == ref[1].sort(1).values).float().mean().item()
+            assert same > 0.9, f"router {cfg}: ids differ from the reference ({same:.0%} agree)"
+            m = timing.measure(lambda x, w, c=cfg: router(x, w, k, config=dict(c)), sets, mode="graph",
+                               samples=a.samples)
+            rows.append((str(cfg), m.median_us, m.iqr_us))
         print(f"== router {a.model} T={T} (E={E}, H={H}, k={k}; {n} weight sets)")
         for name, us, iqr in sorted(rows, key=lambda r: r[1])[:8]:
             print(f"  {us:7.2f} µs ±{iqr:.2f}  {name}")
