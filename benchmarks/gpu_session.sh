@@ -370,12 +370,17 @@ case "${1:?stage A to G}" in
     run ab-b1 50 python benchmarks/ab_chain.py --batch 1 --rounds 2 --variants base,combine=MOELAB_ATTN_MERGE_MAX_SPLITS:0
     run decode 70 python benchmarks/bench_decode.py --batch 1,8 --rows moelab
     ;;
-  AV) # for session 11 (batch 8 is 0.6 % short of 75 %): (1) the counters of the shipped census tiles (64-row phase 2 on
-      # 4 warps; stage AP read the old 2-warp ones) and of the router at T=8, with the warp-stall sampling per
-      # instruction (SourceCounters); (2) the router's x read in one L2 round trip, not two (sweep_router.py
-      # --block-h 2048: predicted -0.5 to -0.8 us of its 6.1 at T=8, i.e. -0.02 to -0.04 ms at batch 8)
+  AV) # for session 11 (batch 8 is 0.6 % short of 75 %): (1) the census kernel's weight tiles by TMA (MOELAB_CENSUS_TMA:
+      # tensor descriptors, 104 registers against 168, no load instructions for the weight bytes; sm_90 Triton 3.6 on
+      # the CPU; its GPU test in bf16 first): predicted -3 to -7 % of the kernel at T=8 and batch 8 -0.15 to -0.3 ms;
+      # (2) the counters of the shipped census tiles (stage AP read the old 2-warp ones) and of the router at T=8,
+      # with the warp-stall sampling per instruction (SourceCounters); (3) the router's x read in one L2 round trip,
+      # not two (sweep_router.py --block-h 2048: predicted -0.5 to -0.8 us of its 6.1 at T=8)
+    run gpu-tests 60 python -m pytest tests/kernels/test_moe.py -k "tensor_descriptor or decode or census" -q -p no:cacheprovider --tb=short -rf
+    run sweep-census 90 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --tma --samples 10
+    run ab-b8 90 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,tma=MOELAB_CENSUS_TMA
     NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
-    run ncu 200 bash -c "$NCU --clock-control none -k regex:'_moe_decode_kernel|_router_kernel' -c 4 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats --section SourceCounters python benchmarks/ncu_kernels.py --only census8,router8 > $OUT/ncu.txt 2>&1"
+    run ncu 150 bash -c "$NCU --clock-control none -k regex:'_moe_decode_kernel|_router_kernel' -c 4 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats --section SourceCounters python benchmarks/ncu_kernels.py --only census8,router8 > $OUT/ncu.txt 2>&1"
     run sweep-router 60 python benchmarks/sweep_router.py --tokens 8 --samples 10 --block-h 1024,2048
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always

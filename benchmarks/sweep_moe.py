@@ -52,6 +52,9 @@ def main() -> None:
     ap.add_argument("--phase1", action="store_true",
                     help="decode mode, T > 1: also the census kernel with larger phase-1 tiles (BLOCK_I 32/64, BLOCK_K "
                          "64/128, 3/4 stages) on the default's 64-row phase-2 tiles and 4 warps")
+    ap.add_argument("--tma", action="store_true",
+                    help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
+                         "descriptor")
     ap.add_argument("--t1", default="all", choices=["all", "dot"],
                     help="decode mode at T=1: all configs, or only the tensor-core form, the pair kernel and cuBLAS")
     a = ap.parse_args()
@@ -118,6 +121,11 @@ def main() -> None:
                 # tiles per step: predicted BLOCK_K=128 at 3 stages −3 to −6 µs at T=8 (124 µs with 64).
                 grid += [dict(BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=64, BLOCK_K2=64, num_warps=4, num_stages=ns)
                          for bi in (32, 64) for bk in (64, 128) for ns in (3, 4)]
+            if a.mode == "decode" and T > 1 and a.tma:
+                # Session 10's prepared experiment (MOELAB_CENSUS_TMA): the census kernel's weight tiles by TMA, 104
+                # registers against 168 with pointer loads (sm_90, Triton 3.6, in the PDL chain), no load
+                # instructions for the weight bytes. Predicted −3 to −7 % at T=8.
+                grid += [dict(c, TMA=True) for c in [dict(decode_config(T, k, H, I))] + grid if "KERNEL" not in c]
             if a.mode == "decode" and 1 < T <= PAIRS_MAX_T:
                 grid.append(dict(KERNEL="pairs"))  # the default up to PAIRS_MAX_T, against the census, same process
             if a.mode == "pairs" and a.spin:

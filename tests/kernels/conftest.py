@@ -173,10 +173,12 @@ SM90_JOBS = {
     "moe_decode": ("moe_decode", "_moe_decode_kernel",
                    {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",
                     "sw13_ptr": "*bf16", "sw2_ptr": "*bf16", "sgate_ptr": "*bf16", "act_ptr": "*bf16",
-                    "part_ptr": "*fp32", "cnt_ptr": "*i32", "out_ptr": "*bf16"},
+                    "part_ptr": "*fp32", "cnt_ptr": "*i32", "out_ptr": "*bf16", "w13_desc": "*bf16",
+                    "w2_desc": "*bf16"},
                    {"K": 8, "K_PAD": 8, "P_PAD": 64, "E_PAD": 128, "S_MAX": 65, "S_PAD": 128, "N_IBLK": 24, "N_HBLK": 32,
                     "N1": 1560, "BLOCK_T": 16, "BLOCK_I": 32, "BLOCK_K": 64, "BLOCK_H": 64, "BLOCK_K2": 64,
-                    "HAS_SHARED": True, "SHARED_GATE": True, "PREC": "tf32"},
+                    "HAS_SHARED": True, "SHARED_GATE": True, "PREC": "tf32", "TRIGGER": False, "USE_PDL": False,
+                    "TMA": False},
                    ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"],
                    {"num_warps": 4, "num_stages": 4}),  # decode_config at T = 2..16
     "moe_gate_up": ("moe_grouped", "_gate_up_kernel",
@@ -238,6 +240,10 @@ SM90_JOBS["router_t16"] = (_module, _kernel, _types, dict(_consts, T_PAD=16, BLO
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_decode"]
 SM90_JOBS["moe_decode_pdl"] = (_module, _kernel, _types, dict(_consts, S_MAX=64, N1=1536, HAS_SHARED=False,
                                                               SHARED_GATE=False, TRIGGER=True, USE_PDL=True), *_rest)
+# The census kernel's weight tiles by tensor descriptor (MOELAB_CENSUS_TMA, session 10's prepared A/B), in the chain.
+SM90_JOBS["moe_decode_tma"] = (_module, _kernel, dict(_types, w13_desc="tensordesc<bf16[32, 64]>",
+                                                      w2_desc="tensordesc<bf16[64, 64]>"),
+                               dict(SM90_JOBS["moe_decode_pdl"][3], TMA=True), *_rest)
 
 _SM90_SCRIPT = r"""
 import importlib, json, sys

@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, counters, next_pow2
+from moelab.kernels import cdiv, chain_pdl, counters, env_flag, next_pow2
 from moelab.kernels import dot_precision as _prec
 
 
@@ -95,7 +95,8 @@ def _moe_decode_kernel(
     # pointers
     x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K]
     sw13_ptr, sw2_ptr, sgate_ptr,  # shared expert: [2IS,H], [H,IS], [1,H] (unused unless HAS_SHARED)
-    act_ptr, part_ptr, cnt_ptr, out_ptr,  # scratch act[S_MAX,T,I_MAX]; partials fp32 [T·(K+1), H]; int32 counters; out[T,H]
+    act_ptr, part_ptr, cnt_ptr, out_ptr,  # scratch act[S_MAX,T,I_MAX]; partials fp32 [T·(K+1), H]; counters; out[T,H]
+    w13_desc, w2_desc,  # TMA only: tensor descriptors of w13 as [E·2I, H] and w2 as [E·H, I] (else unused)
     # sizes
     T, H, I, IS, E, I_MAX,
     # strides (elements)
@@ -108,6 +109,7 @@ def _moe_decode_kernel(
     HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, PREC: tl.constexpr,
     TRIGGER: tl.constexpr = False,  # release a PDL-launched next kernel (the next norm) as each program starts
     USE_PDL: tl.constexpr = False,  # launched with PDL (the router released it): wait before reading anything
+    TMA: tl.constexpr = False,  # weight tiles by tensor descriptor (Hopper TMA), not pointer loads; no shared expert
 ):
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
@@ -166,11 +168,18 @@ def _moe_decode_kernel(
                 for k0 in range(0, H, BLOCK_K):
                     offs_k = k0 + tl.arange(0, BLOCK_K)
                     kmask = offs_k < H
-                    wmask = imask[:, None] & kmask[None, :]
-                    wg = tl.load(w_base + offs_i[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
-                                 eviction_policy="evict_first")
-                    wu = tl.load(w_base + (offs_i + I_s)[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
-                                 eviction_policy="evict_first")
+                    if TMA:
+                        # Rows past this expert's gate (or up) block read the next rows; they only feed act rows
+                        # that the store below masks. Columns past H and rows past E·2I arrive as zeros.
+                        row0 = e * (2 * I) + ib * BLOCK_I
+                        wg = w13_desc.load([row0, k0])
+                        wu = w13_desc.load([row0 + I, k0])
+                    else:
+                        wmask = imask[:, None] & kmask[None, :]
+                        wg = tl.load(w_base + offs_i[:, None] * s_row + offs_k[None, :], mask=wmask, other=0.0,
+                                     eviction_policy="evict_first")
+                        wu = tl.load(w_base + (offs_i + I_s)[:, None] * s_row + offs_k[None, :], mask=wmask,
+                                     other=0.0, eviction_policy="evict_first")
                     xt = tl.load(x_ptr + offs_t[:, None] * s_xt + offs_k[None, :],
                                  mask=tmask[:, None] & kmask[None, :], other=0.0)  # [BLOCK_T, BLOCK_K]
                     acc_g = tl.dot(wg, tl.trans(xt), acc_g, input_precision=PREC)
@@ -201,8 +210,11 @@ def _moe_decode_kernel(
             for k0 in range(0, I_s, BLOCK_K2):
                 offs_k = k0 + tl.arange(0, BLOCK_K2)
                 kmask = offs_k < I_s
-                w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :],
-                            mask=hmask[:, None] & kmask[None, :], other=0.0, eviction_policy="evict_first")
+                if TMA:  # rows past H feed only output rows the stores mask; columns past I arrive as zeros
+                    w = w2_desc.load([e * H + hb * BLOCK_H, k0])
+                else:
+                    w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :],
+                                mask=hmask[:, None] & kmask[None, :], other=0.0, eviction_policy="evict_first")
                 if USE_DOT:
                     a = tl.load(act_ptr + (s * T + offs_t[:, None]) * I_MAX + offs_k[None, :],
                                 mask=tmask[:, None] & (offs_k < I_ready)[None, :], other=0.0, cache_modifier=".cg")
@@ -306,15 +318,27 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
     # once every program has started, so the norm and the qkv projection after it are resident in this kernel's tail.
     # (Whatever a phase-2 program waits for started before it, so the early grid cannot block it.)
     pdl = chain_pdl(x.device, T)
+    # Weight tiles by TMA (session 10's prepared A/B, MOELAB_CENSUS_TMA): the copy engine moves each tile into shared
+    # memory, so a program spends no registers or load instructions on the weight bytes. Tensor-core tiles only, no
+    # shared expert, and the 16-byte alignment TMA needs (rows of H and I elements, the bases).
+    tma = (bool(cfg.pop("TMA", env_flag("MOELAB_CENSUS_TMA"))) and shared is None and cfg["BLOCK_T"] >= 16
+           and (H * x.element_size()) % 16 == 0 and (I * x.element_size()) % 16 == 0
+           and w13.data_ptr() % 16 == 0 and w2.data_ptr() % 16 == 0)
+    if tma:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        w13_desc = TensorDescriptor.from_tensor(w13.view(E * I2, H), [cfg["BLOCK_I"], cfg["BLOCK_K"]])
+        w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [cfg["BLOCK_H"], cfg["BLOCK_K2"]])
+    else:
+        w13_desc, w2_desc = w13, w2  # unused
     _moe_decode_kernel[(n1 + n2,)](
         x, w13, w2, tw, ids, sw13, sw2, sgate if sgate is not None else x,
-        act, part, counters(x.device, s_max + n_hblk + 1, "moe"), out,
+        act, part, counters(x.device, s_max + n_hblk + 1, "moe"), out, w13_desc, w2_desc,
         T, H, I, IS, E, i_max,
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         K=k, K_PAD=next_pow2(k), P_PAD=next_pow2(T * k),
         E_PAD=next_pow2(E), S_MAX=s_max, S_PAD=next_pow2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
         HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None,
         PREC=_prec(x.dtype, "fused_moe (census path)") if cfg["BLOCK_T"] >= 16 else "tf32",  # 1 token: no tl.dot
-        TRIGGER=pdl, USE_PDL=pdl, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
+        TRIGGER=pdl, USE_PDL=pdl, TMA=tma, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
     )
     return out
