@@ -371,12 +371,13 @@ case "${1:?stage A to G}" in
     run decode 70 python benchmarks/bench_decode.py --batch 1,8 --rows moelab
     ;;
   AV) # for session 11 (batch 8 is 0.6 % short of 75 %): (1) the census kernel's weight tiles by TMA (MOELAB_CENSUS_TMA:
-      # tensor descriptors, 104 registers against 168, no load instructions for the weight bytes; sm_90 Triton 3.6 on
-      # the CPU; its GPU test in bf16 first): predicted -3 to -7 % of the kernel at T=8 and batch 8 -0.15 to -0.3 ms;
+      # tensor descriptors; 71 registers against 67, the copies by the copy engine, not per-thread cp.async; sm_90
+      # Triton 3.6 on the CPU; its GPU tests first): predicted 0 to -5 % of the kernel at T=8, batch 8 0 to -0.25 ms;
       # (2) the counters of the shipped census tiles (stage AP read the old 2-warp ones) and of the router at T=8,
       # with the warp-stall sampling per instruction (SourceCounters); (3) the router's x read in one L2 round trip,
       # not two (sweep_router.py --block-h 2048: predicted -0.5 to -0.8 us of its 6.1 at T=8)
-    run gpu-tests 60 python -m pytest tests/kernels/test_moe.py -k "tensor_descriptor or decode or census" -q -p no:cacheprovider --tb=short -rf
+    run gpu-tests-tma 60 python -m pytest tests/kernels/test_moe.py -k "tensor_descriptor" -q -p no:cacheprovider --tb=short -rf
+    run gpu-tests 90 python -m pytest tests/kernels/test_moe.py -k "decode or census" -q -p no:cacheprovider --tb=short -rf
     run sweep-census 90 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --tma --samples 10
     run ab-b8 90 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,tma=MOELAB_CENSUS_TMA
     NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)

@@ -236,14 +236,17 @@ SM90_JOBS = {
 # The router at 16 rows, outside the PDL chain: nothing released early. Otherwise "router_t8"'s launch.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["router_t8"]
 SM90_JOBS["router_t16"] = (_module, _kernel, _types, dict(_consts, T_PAD=16, BLOCK_H=512, TRIGGER=False), *_rest)
-# The census kernel in the PDL chain (T ≤ CHAIN_MAX_T) without a shared expert: otherwise "moe_decode"'s launch.
-_module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_decode"]
-SM90_JOBS["moe_decode_pdl"] = (_module, _kernel, _types, dict(_consts, S_MAX=64, N1=1536, HAS_SHARED=False,
-                                                              SHARED_GATE=False, TRIGGER=True, USE_PDL=True), *_rest)
+# The census kernel in the PDL chain (T ≤ CHAIN_MAX_T) without a shared expert, specialized as a real T=8 launch is
+# (every integer argument but T divisible by 16): otherwise "moe_decode"'s launch.
+_module, _kernel, _types, _consts, _div16, *_rest = SM90_JOBS["moe_decode"]
+_div16_t8 = _div16 + ["s_xt", "s_w2r", "s_ot", "I_MAX", "E", "IS"]
+SM90_JOBS["moe_decode_pdl"] = (_module, _kernel, _types, dict(_consts, S_MAX=64, S_PAD=64, N1=1536, HAS_SHARED=False,
+                                                              SHARED_GATE=False, TRIGGER=True, USE_PDL=True),
+                               _div16_t8, *_rest)
 # The census kernel's weight tiles by tensor descriptor (MOELAB_CENSUS_TMA, session 10's prepared A/B), in the chain.
 SM90_JOBS["moe_decode_tma"] = (_module, _kernel, dict(_types, w13_desc="tensordesc<bf16[32, 64]>",
                                                       w2_desc="tensordesc<bf16[64, 64]>"),
-                               dict(SM90_JOBS["moe_decode_pdl"][3], TMA=True), *_rest)
+                               dict(SM90_JOBS["moe_decode_pdl"][3], TMA=True), _div16_t8, *_rest)
 
 _SM90_SCRIPT = r"""
 import importlib, json, sys

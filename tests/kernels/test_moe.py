@@ -192,12 +192,12 @@ def test_decode_tensor_core_form_at_t1(shared):
     assert rel(out, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[torch.float16]
 
 
-@pytest.mark.parametrize("T,E,H,I,k,dtype", [(3, 8, 64, 48, 2, torch.float16), (8, 16, 96, 40, 8, torch.float32),
+@pytest.mark.parametrize("T,E,H,I,k,dtype", [(3, 8, 64, 48, 2, torch.float16), (8, 16, 80, 40, 8, torch.float32),
                                               (5, 60, 48, 64, 4, torch.float16),
                                               (8, 128, 2048, 768, 8, torch.bfloat16)])
 def test_decode_census_by_tensor_descriptor(monkeypatch, T, E, H, I, k, dtype):
     """The census kernel's weight tiles by tensor descriptor (TMA, the MOELAB_CENSUS_TMA experiment): H not a multiple
-    of the K chunk (96, 48 over 32: zero-filled columns), I not a multiple of the row block (40 over 16: the last
+    of the K chunk (80, 48 over 32: zero-filled columns), I not a multiple of the row block (40 over 16: the last
     gate block reads up rows, the last up block the next expert's), the last expert's rows past E·2I; equal to the
     pointer form's reference. (fp16/fp32: the interpreter has no bf16 dot.)"""
     from moelab.kernels.moe_decode import decode_config, moe_decode

@@ -111,6 +111,7 @@ def _moe_decode_kernel(
     USE_PDL: tl.constexpr = False,  # launched with PDL (the router released it): wait before reading anything
     TMA: tl.constexpr = False,  # weight tiles by tensor descriptor (Hopper TMA), not pointer loads; no shared expert
 ):
+    tl.static_assert(not (TMA and HAS_SHARED), "the TMA form has no shared expert")
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
     if USE_PDL:
@@ -322,7 +323,8 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
     # memory, so a program spends no registers or load instructions on the weight bytes. Tensor-core tiles only, no
     # shared expert, and the 16-byte alignment TMA needs (rows of H and I elements, the bases).
     tma = (bool(cfg.pop("TMA", env_flag("MOELAB_CENSUS_TMA"))) and shared is None and cfg["BLOCK_T"] >= 16
-           and (H * x.element_size()) % 16 == 0 and (I * x.element_size()) % 16 == 0
+           and w13.is_contiguous() and w2.is_contiguous()
+           and (H * w13.element_size()) % 16 == 0 and (I * w2.element_size()) % 16 == 0
            and w13.data_ptr() % 16 == 0 and w2.data_ptr() % 16 == 0)
     if tma:
         from triton.tools.tensor_descriptor import TensorDescriptor
