@@ -5,8 +5,8 @@
 
 Qwen3-30B-A3B shapes, bf16, random weights: the census MoE kernel at T=8, the pair kernel at T=1, the tensor-core
 linear at T=8 (qkv 5120×2048, o 2048×4096), decode attention at batch 8 with 1k context (GQA 32/4 × 128), the
-one-launch router at T=8, and the
-read-ceiling kernel of `moelab hw` (what the hardware counters say a pure stream reaches, to read the others by).
+one-launch router at T=8, and the read-ceiling kernel of `moelab hw` (what the hardware counters say a pure stream
+reaches, to read the others by).
 Nothing is timed here: the counters are the output. Each kernel runs RUNS times on fresh inputs.
 """
 
@@ -32,6 +32,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="census8,pairs1,qkv8,o8,attn8,router8,read")
     a = ap.parse_args()
+    unknown = set(a.only.split(",")) - set(ap.get_default("only").split(","))
+    if unknown:
+        ap.error(f"--only: unknown kernel {sorted(unknown)[0]!r}; one of {ap.get_default('only')}")
     if not torch.cuda.is_available():
         raise SystemExit("ncu_kernels.py: needs a CUDA GPU (it launches kernels for Nsight Compute to read)")
     dev, dt = "cuda", torch.bfloat16

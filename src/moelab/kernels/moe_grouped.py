@@ -171,8 +171,8 @@ GROUP_FUSED_MAX_P = 1024  # one program sorts all the pairs: at P=1024 (T=128, k
 
 def group_fused(P: int) -> bool:
     """Whether the grouping runs as `_group_sort_kernel` (one launch) rather than torch ops: up to
-    GROUP_FUSED_MAX_P pairs. The batch-32 step went 18.2 → 16.1 ms per token with its first form, the same tokens (H200, session 8,
-    ab-chain-…T215300), and 15.7 → 15.2 with this one (session 9)."""
+    GROUP_FUSED_MAX_P pairs. The batch-32 step went 18.2 → 16.1 ms per token with its first form, the same tokens
+    (H200, session 8, ab-chain-…T215300), and 15.7 → 15.2 with this one (session 9)."""
     return P <= GROUP_FUSED_MAX_P
 
 
