@@ -384,6 +384,18 @@ case "${1:?stage A to G}" in
     run ncu 150 bash -c "$NCU --clock-control none -k regex:'_moe_decode_kernel|_router_kernel' -c 4 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats --section SourceCounters python benchmarks/ncu_kernels.py --only census8,router8 > $OUT/ncu.txt 2>&1"
     run sweep-router 60 python benchmarks/sweep_router.py --tokens 8 --samples 10 --block-h 1024,2048
     ;;
+  AW) # session 11: (1) the router's x in one chunk at T=8 on 8 warps, now the default (stage AV's sweep: 6.57 against
+      # 8.25 us): batch 8 against the old 8K tiles (MOELAB_ROUTER_TILE=8192), predicted -0.05 to -0.08 ms of 7.75;
+      # (2) the grouped (prefill) path's options: N_FASTEST (column blocks of one token tile on consecutive programs:
+      # the down GEMM's act rows stay in L2 across its 16 column blocks, predicted -5 to -15 % at T=4096), Y_LOWP (y
+      # in bf16: 268 MB less written and read at T=4096, predicted ~-60 us of 1,080), TMA (weight and act tiles by
+      # tensor descriptor: predicted 0 to -15 %, compute-bound); (3) ncu of the grouped kernels at T=256 and 4096
+    run gpu-tests 120 python -m pytest tests/kernels/test_moe.py tests/kernels/test_router.py -k "grouped or router" -q -p no:cacheprovider --tb=short -rf
+    run ab-b8 130 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,tile8k=MOELAB_ROUTER_TILE:8192
+    run sweep-grouped 200 python benchmarks/sweep_moe.py --shapes "" --grouped 32,256,4096 --grouped-variants --samples 10
+    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+    run ncu 120 bash -c "$NCU --clock-control none -k regex:'_gate_up_kernel|_down_kernel|_sum_k_kernel' --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis python benchmarks/ncu_kernels.py --only grouped256,grouped4096 > $OUT/ncu.txt 2>&1"
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

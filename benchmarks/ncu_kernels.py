@@ -1,11 +1,12 @@
 """Launch each of batch 1's and batch 8's heavy decode kernels a few times, eagerly, for Nsight Compute to read.
 
     ncu --clock-control none -k regex:'_moe|_linear|_split|_stream' --section SpeedOfLight ... \
-        python benchmarks/ncu_kernels.py [--only census8,pairs1,qkv8,o8,attn8,router8,read]
+        python benchmarks/ncu_kernels.py [--only census8,pairs1,qkv8,o8,attn8,router8,read,grouped256,grouped4096]
 
 Qwen3-30B-A3B shapes, bf16, random weights: the census MoE kernel at T=8, the pair kernel at T=1, the tensor-core
 linear at T=8 (qkv 5120×2048, o 2048×4096), decode attention at batch 8 with 1k context (GQA 32/4 × 128), the
-one-launch router at T=8, and the read-ceiling kernel of `moelab hw` (what the hardware counters say a pure stream
+one-launch router at T=8, the grouped (prefill) path at T=256 and 4096 (once with its default tiles, once with
+N_FASTEST + Y_LOWP + TMA: the kernels of each run in that order), and the read-ceiling kernel of `moelab hw` (what the hardware counters say a pure stream
 reaches, to read the others by).
 Nothing is timed here: the counters are the output. Each kernel runs RUNS times on fresh inputs.
 """
@@ -20,6 +21,7 @@ from moelab import ops
 from moelab.kernels.attention import decode_attention
 from moelab.kernels.linear import linear
 from moelab.kernels.moe_decode import moe_decode
+from moelab.kernels.moe_grouped import moe_grouped
 from moelab.kernels.moe_pairs import moe_pairs
 from moelab.kernels.router import router
 from moelab.kernels.stream import stream_read
@@ -30,7 +32,7 @@ E, H, I, K = 128, 2048, 768, 8
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", default="census8,pairs1,qkv8,o8,attn8,router8,read")
+    ap.add_argument("--only", default="census8,pairs1,qkv8,o8,attn8,router8,read,grouped256,grouped4096")
     a = ap.parse_args()
     unknown = set(a.only.split(",")) - set(ap.get_default("only").split(","))
     if unknown:
@@ -63,6 +65,12 @@ def main() -> None:
         wr = (torch.randn(E, H, device=dev) * H ** -0.5).to(dt)
         for _ in range(RUNS):
             router(torch.randn(8, H, device=dev).to(dt), wr, K)
+    for name, T in (("grouped256", 256), ("grouped4096", 4096)):
+        if name in want:
+            tw, ids = ops.get("route", "eager")(torch.randn(T, E, device=dev), K)
+            x = torch.randn(T, H, device=dev).to(dt)
+            for cfg in ({}, dict(N_FASTEST=True, Y_LOWP=True, TMA=True)):
+                moe_grouped(x, w13, w2, tw, ids, out=torch.empty_like(x), config=cfg)
     if "read" in want:
         # `moelab hw`'s best on the H200 (hw-…T215629: 16384 words, 8 warps, 4 programs per SM), over 4 GiB
         sms = torch.cuda.get_device_properties(dev).multi_processor_count

@@ -20,7 +20,7 @@ import torch
 from moelab import hardware, ops, timing
 from moelab.kernels.moe import PAIRS_MAX_T
 from moelab.kernels.moe_decode import decode_config, moe_decode
-from moelab.kernels.moe_grouped import moe_grouped
+from moelab.kernels.moe_grouped import grouped_config, moe_grouped
 from moelab.kernels.moe_pairs import moe_pairs
 from moelab.kernels.moe_t1 import moe_t1
 
@@ -42,6 +42,10 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--device", default="cuda", help="cuda; cpu only to smoke-test the script (times mean nothing)")
     ap.add_argument("--grouped", default="", help="token counts for the grouped (prefill) path sweep, qwen3 shape")
+    ap.add_argument("--grouped-variants", action="store_true",
+                    help="with --grouped: instead of the tile sweep, the default tiles with each of N_FASTEST (column "
+                         "blocks of a token tile on consecutive programs), Y_LOWP (per-pair outputs in bf16), TMA "
+                         "(weight and act tiles by tensor descriptor), and all three at a few tiles")
     ap.add_argument("--spin", default="", help="pairs mode: only the default config, with these nanosleep backoffs "
                     "(ns, comma-separated; 0 = the tight spin) in the phase-2 wait")
     ap.add_argument("--stages", default="", help="decode mode, T > 1: also the census kernel at these num_stages "
@@ -189,7 +193,7 @@ def main() -> None:
             results.append(dict(mode=a.mode, shape=name, T=T, floor_us=floor, distinct=distinct, rows=rows))
             save(a, ceil, results)
     for T in [int(t) for t in a.grouped.split(",") if t]:
-        results.append(sweep_grouped(T, ceil, a.samples))
+        results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants))
         save(a, ceil, results)
 
 
@@ -200,7 +204,7 @@ def save(a, ceil, results) -> None:
             json.dump(dict(env=timing.env_record(), read_gbps=ceil.read_gbps, results=results), fh, indent=1)
 
 
-def sweep_grouped(T: int, ceil, samples: int) -> dict:
+def sweep_grouped(T: int, ceil, samples: int, variants: bool = False) -> dict:
     """Prefill path at Qwen3-30B-A3B shapes: % of the measured bf16 matmul rate (FLOPs = 2·T·k·3·H·I)."""
     E, H, I, k = 128, 2048, 768, 8
     dev, dt = "cuda", torch.bfloat16
@@ -225,6 +229,16 @@ def sweep_grouped(T: int, ceil, samples: int) -> dict:
         cfgs += [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=64, num_warps=4, num_stages=ns)
                  for bm, bn, ns in itertools.product([16, 32], [32, 64, 128], [3, 4])]
         cfgs += [dict(BLOCK_M=64, BLOCK_N=32, BLOCK_K=64, num_warps=4, num_stages=ns) for ns in (3, 4)]
+    if variants:
+        base = grouped_config(T * k, E, H, I)
+        flags = [{}, dict(N_FASTEST=True), dict(Y_LOWP=True), dict(TMA=True)]
+        cfgs = [dict(base, **f) for f in flags]
+        alln = dict(N_FASTEST=True, Y_LOWP=True, TMA=True)
+        tiles = ([(128, 128, 64, 8, 4), (128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
+                  (128, 128, 64, 4, 4), (64, 64, 64, 4, 4)] if T >= 2048 else
+                 [(64, 64, 64, 4, 3), (64, 64, 64, 4, 4), (64, 128, 64, 4, 3), (32, 64, 64, 4, 4), (16, 64, 64, 4, 4)])
+        cfgs += [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns, **alln)
+                 for bm, bn, bk, nw, ns in tiles]
     cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
     for cfg in cfgs:
         def f(x, w13, w2, tw, ids, cfg=cfg):
@@ -240,7 +254,7 @@ def sweep_grouped(T: int, ceil, samples: int) -> dict:
                          tflops=flops / m.median_us / 1e6))
     ok = sorted([r for r in rows if "us" in r], key=lambda r: r["us"])
     print(f"\n== grouped qwen3 T={T} floor={floor:.1f} us (bf16 {ceil.bf16_tflops:.0f} TFLOP/s)")
-    for r in ok[:5]:
+    for r in (ok if variants else ok[:5]):
         print(f"  {r['us']:9.1f} us  ±{r['iqr']:.1f}  {r['tflops']:6.1f} TFLOP/s  {r['pct']:5.1f}% floor  err {r['err']:.1e}  {r['cfg']}")
     bad = [r for r in rows if "error" in r]
     if bad:

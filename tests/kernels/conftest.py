@@ -183,14 +183,32 @@ SM90_JOBS = {
                    {"num_warps": 4, "num_stages": 4}),  # decode_config at T = 2..16
     "moe_gate_up": ("moe_grouped", "_gate_up_kernel",
                     {"x_ptr": "*bf16", "w13_ptr": "*bf16", "order_ptr": "*i32", "start_ptr": "*i32",
-                     "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "act_ptr": "*bf16"},
-                    {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "PREC": "tf32"},
-                    ["x_ptr", "w13_ptr", "act_ptr", "H", "I", "s_xt", "s_w13e", "s_w13r"]),
+                     "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "act_ptr": "*bf16", "w13_desc": "*bf16"},
+                    {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "PREC": "tf32", "N_FASTEST": False,
+                     "TMA": False},
+                    ["x_ptr", "w13_ptr", "act_ptr", "H", "I", "s_xt", "s_w13e", "s_w13r"], {"num_warps": 8}),
     "moe_down": ("moe_grouped", "_down_kernel",
                  {"act_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "order_ptr": "*i32", "start_ptr": "*i32",
-                  "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "y_ptr": "*fp32"},
-                 {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "PREC": "tf32"},
-                 ["act_ptr", "w2_ptr", "y_ptr", "H", "I", "s_w2e", "s_w2r"]),
+                  "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "y_ptr": "*fp32", "act_desc": "*bf16",
+                  "w2_desc": "*bf16"},
+                 {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "PREC": "tf32", "N_FASTEST": False,
+                  "TMA": False},
+                 ["act_ptr", "w2_ptr", "y_ptr", "H", "I", "s_w2e", "s_w2r"], {"num_warps": 8}),
+    # The prefill options (sweep_moe.py --grouped-variants): a 1-D grid, the tiles by TMA, y in bf16.
+    "moe_gate_up_tma": ("moe_grouped", "_gate_up_kernel",
+                        {"x_ptr": "*bf16", "w13_ptr": "*bf16", "order_ptr": "*i32", "start_ptr": "*i32",
+                         "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "act_ptr": "*bf16",
+                         "w13_desc": "tensordesc<bf16[128, 64]>"},
+                        {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "PREC": "tf32",
+                         "N_FASTEST": True, "TMA": True},
+                        ["x_ptr", "w13_ptr", "act_ptr", "H", "I", "s_xt", "s_w13e", "s_w13r"], {"num_warps": 8}),
+    "moe_down_tma": ("moe_grouped", "_down_kernel",
+                     {"act_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "order_ptr": "*i32",
+                      "start_ptr": "*i32", "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "y_ptr": "*bf16",
+                      "act_desc": "tensordesc<bf16[128, 64]>", "w2_desc": "tensordesc<bf16[128, 64]>"},
+                     {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "PREC": "tf32", "N_FASTEST": True,
+                      "TMA": True},
+                     ["act_ptr", "w2_ptr", "y_ptr", "H", "I", "s_w2e", "s_w2r"], {"num_warps": 8}),
     "moe_group_sort": ("moe_grouped", "_group_sort_kernel",  # the grouping: one histogram, one sort (P=256)
                        {"ids_ptr": "*i32", "order_ptr": "*i32", "start_ptr": "*i32", "count_ptr": "*i32",
                         "cum_tiles_ptr": "*i32"},
@@ -221,10 +239,10 @@ SM90_JOBS = {
     "router_t8": ("router", "_router_kernel",  # batch 8: the last arriver routes the 8 rows of one [8, 128] tile
                   {"x_ptr": "*bf16", "w_ptr": "*bf16", "bias_ptr": "*fp32", "logits_ptr": "*fp32", "tw_ptr": "*fp32",
                    "ids_ptr": "*i32", "cnt_ptr": "*i32", "scaling": "fp32"},
-                  {"T_PAD": 8, "BLOCK_E": 1, "BLOCK_H": 1024, "N_PROG": 128, "K": 8, "K_PAD": 8, "E_PAD": 128,
+                  {"T_PAD": 8, "BLOCK_E": 1, "BLOCK_H": 2048, "N_PROG": 128, "K": 8, "K_PAD": 8, "E_PAD": 128,
                    "SCORING": 0, "RENORM": True, "HAS_BIAS": False, "N_GROUP": 1, "TOPK_GROUP": 1, "USE_PDL": True,
                    "TRIGGER": True},  # in the PDL chain (T ≤ CHAIN_MAX_T): it releases the census kernel
-                  ["x_ptr", "w_ptr", "H", "s_xt", "s_we"], {"num_warps": 4}),  # router_config at T > 1
+                  ["x_ptr", "w_ptr", "H", "s_xt", "s_we"], {"num_warps": 8}),  # router_config at T=8: all of H
     "router_t2": ("router", "_router_kernel",  # batch 2: in the PDL chain, it releases the pair kernel as it starts
                   {"x_ptr": "*bf16", "w_ptr": "*bf16", "bias_ptr": "*fp32", "logits_ptr": "*fp32", "tw_ptr": "*fp32",
                    "ids_ptr": "*i32", "cnt_ptr": "*i32", "scaling": "fp32"},
@@ -235,7 +253,7 @@ SM90_JOBS = {
 }
 # The router at 16 rows, outside the PDL chain: nothing released early. Otherwise "router_t8"'s launch.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["router_t8"]
-SM90_JOBS["router_t16"] = (_module, _kernel, _types, dict(_consts, T_PAD=16, BLOCK_H=512, TRIGGER=False), *_rest)
+SM90_JOBS["router_t16"] = (_module, _kernel, _types, dict(_consts, T_PAD=16, BLOCK_H=1024, TRIGGER=False), *_rest)
 # The census kernel in the PDL chain (T ≤ CHAIN_MAX_T) without a shared expert, specialized as a real T=8 launch is
 # (every integer argument but T divisible by 16): otherwise "moe_decode"'s launch.
 _module, _kernel, _types, _consts, _div16, *_rest = SM90_JOBS["moe_decode"]

@@ -152,6 +152,34 @@ def test_grouped_on_library_grouped_mm():
         moe_grouped(x.float(), w13.float(), w2.float(), w, ids, out=torch.empty(40, 64), config=dict(GEMM="grouped_mm"))
 
 
+@pytest.mark.parametrize("flags", [dict(N_FASTEST=True), dict(Y_LOWP=True), dict(TMA=True),
+                                   dict(N_FASTEST=True, Y_LOWP=True, TMA=True)])
+@pytest.mark.parametrize("T,E,H,I,k,dtype", [(40, 8, 80, 40, 2, torch.float16), (24, 6, 48, 32, 3, torch.float32),
+                                              (256, 128, 2048, 768, 8, torch.bfloat16)])
+def test_grouped_variants(monkeypatch, flags, T, E, H, I, k, dtype):
+    """The grouped path's prefill options: column blocks on consecutive programs (1-D grid), per-pair outputs in the
+    input dtype, weight and act tiles by tensor descriptor. Odd sizes: H=80 over 32-wide K chunks (zero-filled
+    columns), I=40 over 16-column blocks (the last gate block reads up rows; the last down block of H the next
+    expert's rows), the last expert hit (its rows end the tensors), a shared expert. fp16/fp32 on the CPU; bf16 at
+    Qwen3-30B-A3B's shapes on a GPU."""
+    from moelab.kernels.moe_grouped import moe_grouped
+    if dtype == torch.bfloat16 and not CUDA:
+        pytest.skip("bf16 at Qwen3-30B-A3B's shapes: a CUDA GPU (the interpreter has no bf16 dot)")
+    x, w13, w2, w, ids, sh = make(T, E, H, I, k, dtype, seed=T + E, shared=(24, True) if T < 100 else None)
+    ids[-1, 0] = E - 1
+    cfg = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, num_warps=4, num_stages=2) if dtype != torch.bfloat16 else {}
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    made = []
+    real = TensorDescriptor.from_tensor
+    monkeypatch.setattr(TensorDescriptor, "from_tensor", lambda *a, **kw: made.append(a[1]) or real(*a, **kw))
+    out = moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(cfg, **flags))
+    assert len(made) == (3 * (1 + (sh is not None)) if flags.get("TMA") else 0)  # the TMA form was taken
+    assert not out.isnan().any()
+    assert rel(out, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[dtype]
+    if set(flags) == {"N_FASTEST"}:  # the same programs in another launch order: bitwise the default's output
+        assert torch.equal(out, moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=cfg))
+
+
 @pytest.mark.parametrize("T,renorm,shared", [(1, True, None), (1, False, (24, True)), (3, True, None), (9, True, None)])
 def test_moe_block_fused_routing(T, renorm, shared):
     """route + fused_moe: same as the references, and the routing it hands back is the reference routing."""
@@ -394,15 +422,18 @@ def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):
 
 
 @pytest.mark.parametrize("job", ["moe_pairs", "moe_t1", "moe_decode", "moe_decode_tma", "moe_gate_up", "moe_down",
-                                 "route_grouped", "moe_group_sort", "moe_sum_k"])
+                                 "moe_gate_up_tma", "moe_down_tma", "route_grouped", "moe_group_sort", "moe_sum_k"])
 def test_compiles_for_sm90(sm90, job):
     """The interpreter cannot see compile-only errors (a name bound in one branch of a runtime `if` passed it
     here and failed on the H200 once): every MoE kernel must also compile for sm_90 on the CPU."""
     assert "error" not in sm90[job], sm90[job].get("error")
     ptx = sm90[job]["ptx"]
-    if job in ("moe_gate_up", "moe_down"):
+    grouped = ("moe_gate_up", "moe_down", "moe_gate_up_tma", "moe_down_tma")
+    if job in grouped:
         assert "mma" in ptx  # tensor-core instructions, not FMA loops
-    if job.startswith("moe_") and job not in ("moe_gate_up", "moe_down", "moe_group_sort", "moe_sum_k"):
+    if job in ("moe_gate_up_tma", "moe_down_tma"):
+        assert "cp.async.bulk.tensor" in ptx  # the tiles come by TMA
+    if job.startswith("moe_") and job not in grouped + ("moe_group_sort", "moe_sum_k"):
         assert "atom" in ptx or "red." in ptx  # the phase counters are real atomics
     if job == "moe_decode_tma":
         assert "cp.async.bulk.tensor" in ptx  # the weight tiles come by TMA, not by per-thread loads

@@ -78,7 +78,7 @@ def test_router_compiles_for_sm90(sm90):
 
 @pytest.mark.parametrize("job,rows", [("router_t16", 16), ("router_t8", 8), ("router_t2", 2)])
 def test_router_compiles_for_sm90_above_one_row(sm90, job, rows):
-    """The 4-warp launches above T=1: the last arriver's [T, E] routing tile compiles; at 2 and 8 rows (in the PDL
+    """The launches above T=1: the last arriver's [T, E] routing tile compiles; at 2 and 8 rows (in the PDL
     chain) the kernel releases the experts' kernel before its own wait, at 16 (T > CHAIN_MAX_T) nothing early."""
     from moelab.kernels import CHAIN_MAX_T
     assert "error" not in sm90[job], sm90[job].get("error")
@@ -88,3 +88,17 @@ def test_router_compiles_for_sm90_above_one_row(sm90, job, rows):
         assert ptx.index("griddepcontrol.launch_dependents") < ptx.index("griddepcontrol.wait")
     else:
         assert "griddepcontrol.launch_dependents" not in ptx
+
+
+@pytest.mark.parametrize("job,rows", [("router_t16", 16), ("router_t8", 8), ("router_t2", 2)])
+def test_router_jobs_compile_what_router_config_launches(job, rows):
+    """The sm_90 jobs above are the launches `router_config` picks at Qwen3-30B-A3B's E=128, H=2048 (so a tuning
+    change that outgrows the registers shows up here): T=8 reads all of H in one chunk on 8 warps."""
+    from tests.kernels.conftest import SM90_JOBS
+    from moelab.kernels.router import router_config
+    cfg = router_config(rows, 128, 2048)
+    consts, opts = SM90_JOBS[job][3], (SM90_JOBS[job][5] if len(SM90_JOBS[job]) > 5 else {})
+    assert consts["BLOCK_H"] == cfg["BLOCK_H"] and consts["BLOCK_E"] == cfg["BLOCK_E"]
+    assert opts.get("num_warps", 4) == cfg["num_warps"]
+    if rows == 8:
+        assert cfg == dict(BLOCK_E=1, BLOCK_H=2048, num_warps=8)

@@ -28,15 +28,16 @@ from moelab.kernels import dot_precision as _prec
 
 @triton.jit
 def _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD: tl.constexpr, BLOCK_M: tl.constexpr):
-    """Tile pid_m's expert, the start of that expert's segment of sorted pairs, and the tile's row offsets
-    inside it with their mask (cum_tiles: inclusive cumsum of tiles per expert)."""
+    """Tile pid_m's expert, the start of that expert's segment of sorted pairs, the tile's first row and its row
+    offsets inside the segment with their mask (cum_tiles: inclusive cumsum of tiles per expert)."""
     offs = tl.arange(0, E_PAD)
     cum = tl.load(cum_tiles_ptr + offs, mask=offs < E, other=2**30)
     e = tl.sum((cum <= pid_m).to(tl.int32), axis=0)
     prev = tl.sum(tl.where(offs == e - 1, cum, 0), axis=0)  # tiles before expert e
     seg = tl.load(start_ptr + e)
-    offs_m = (pid_m - prev) * BLOCK_M + tl.arange(0, BLOCK_M)
-    return e, seg, offs_m, offs_m < tl.load(count_ptr + e)
+    m0 = (pid_m - prev) * BLOCK_M
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    return e, seg, m0, offs_m, offs_m < tl.load(count_ptr + e)
 
 
 @triton.jit
@@ -67,17 +68,30 @@ def _group_sort_kernel(ids_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, 
 
 
 @triton.jit
+def _tile_pids(N, BLOCK_N: tl.constexpr, N_FASTEST: tl.constexpr):
+    """(token tile, column block) of this program. N_FASTEST: a 1-D grid whose consecutive programs take the column
+    blocks of one token tile, so the programs resident together share their activation rows in L2 (and an expert's
+    weight block is read by its few token tiles at about the same time); else the 2-D grid, token tile fastest."""
+    if N_FASTEST:
+        nb = tl.cdiv(N, BLOCK_N)
+        pid = tl.program_id(0)
+        return pid // nb, pid % nb
+    else:
+        return tl.program_id(0), tl.program_id(1)
+
+
+@triton.jit
 def _gate_up_kernel(
-    x_ptr, w13_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, act_ptr,
+    x_ptr, w13_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, act_ptr, w13_desc,
     H, I, E, K_TOP, s_xt, s_w13e, s_w13r,
     E_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    PREC: tl.constexpr,
+    PREC: tl.constexpr, N_FASTEST: tl.constexpr = False,
+    TMA: tl.constexpr = False,  # weight tiles by tensor descriptor (w13 as [E·2I, H]), not pointer loads
 ):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
+    pid_m, pid_n = _tile_pids(I, BLOCK_N, N_FASTEST)
     total = tl.load(cum_tiles_ptr + E - 1)
     if pid_m < total:
-        e, seg, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
+        e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
         pair = tl.load(order_ptr + seg + offs_m, mask=mmask, other=0)
         tok = pair // K_TOP
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -89,8 +103,17 @@ def _gate_up_kernel(
             offs_k = k0 + tl.arange(0, BLOCK_K)
             kmask = offs_k < H
             a = tl.load(x_ptr + tok[:, None] * s_xt + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0.0)
-            wg = tl.load(wbase + offs_n[None, :] * s_w13r + offs_k[:, None], mask=nmask[None, :] & kmask[:, None], other=0.0)
-            wu = tl.load(wbase + (offs_n + I)[None, :] * s_w13r + offs_k[:, None], mask=nmask[None, :] & kmask[:, None], other=0.0)
+            if TMA:
+                # Rows past this expert's gate (or up) block feed only act columns the store masks; columns past H
+                # and rows past E·2I arrive as zeros.
+                row0 = e * (2 * I) + pid_n * BLOCK_N
+                wg = tl.trans(w13_desc.load([row0, k0]))
+                wu = tl.trans(w13_desc.load([row0 + I, k0]))
+            else:
+                wg = tl.load(wbase + offs_n[None, :] * s_w13r + offs_k[:, None], mask=nmask[None, :] & kmask[:, None],
+                             other=0.0)
+                wu = tl.load(wbase + (offs_n + I)[None, :] * s_w13r + offs_k[:, None],
+                             mask=nmask[None, :] & kmask[:, None], other=0.0)
             acc_g = tl.dot(a, wg, acc_g, input_precision=PREC)
             acc_u = tl.dot(a, wu, acc_u, input_precision=PREC)
         act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
@@ -101,16 +124,16 @@ def _gate_up_kernel(
 
 @triton.jit
 def _down_kernel(
-    act_ptr, w2_ptr, tw_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, y_ptr,
+    act_ptr, w2_ptr, tw_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, y_ptr, act_desc, w2_desc,
     H, I, E, s_w2e, s_w2r,
     E_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    PREC: tl.constexpr,
+    PREC: tl.constexpr, N_FASTEST: tl.constexpr = False,
+    TMA: tl.constexpr = False,  # act [P, I] and w2 (as [E·H, I]) tiles by tensor descriptor
 ):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
+    pid_m, pid_n = _tile_pids(H, BLOCK_N, N_FASTEST)
     total = tl.load(cum_tiles_ptr + E - 1)
     if pid_m < total:
-        e, seg, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
+        e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
         rows = seg + offs_m
         pair = tl.load(order_ptr + rows, mask=mmask, other=0)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -120,12 +143,21 @@ def _down_kernel(
         for k0 in range(0, I, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
             kmask = offs_k < I
-            a = tl.load(act_ptr + rows[:, None].to(tl.int64) * I + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0.0)
-            w = tl.load(wbase + offs_n[None, :] * s_w2r + offs_k[:, None], mask=nmask[None, :] & kmask[:, None], other=0.0)
+            if TMA:
+                # Token rows past this expert's segment are the next expert's pairs, rows past H the next expert's
+                # weights: both feed only outputs the store masks. Columns past I and rows past the ends are zeros.
+                a = act_desc.load([seg + m0, k0])
+                w = tl.trans(w2_desc.load([e * H + pid_n * BLOCK_N, k0]))
+            else:
+                a = tl.load(act_ptr + rows[:, None].to(tl.int64) * I + offs_k[None, :],
+                            mask=mmask[:, None] & kmask[None, :], other=0.0)
+                w = tl.load(wbase + offs_n[None, :] * s_w2r + offs_k[:, None], mask=nmask[None, :] & kmask[:, None],
+                            other=0.0)
             acc = tl.dot(a, w, acc, input_precision=PREC)
         wt = tl.load(tw_ptr + pair, mask=mmask, other=0.0).to(tl.float32)
         acc = acc * wt[:, None]
-        tl.store(y_ptr + pair[:, None].to(tl.int64) * H + offs_n[None, :], acc, mask=mmask[:, None] & nmask[None, :])
+        tl.store(y_ptr + pair[:, None].to(tl.int64) * H + offs_n[None, :], acc.to(y_ptr.dtype.element_ty),
+                 mask=mmask[:, None] & nmask[None, :])
 
 
 @triton.jit
@@ -138,9 +170,9 @@ def _sum_k_kernel(y_ptr, extra_ptr, ids_ptr, out_ptr, H, E, s_ot, K_TOP: tl.cons
     m = offs < H
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
     for j in tl.static_range(K_TOP):
-        acc += tl.load(y_ptr + (t * K_TOP + j).to(tl.int64) * H + offs, mask=m, other=0.0)
+        acc += tl.load(y_ptr + (t * K_TOP + j).to(tl.int64) * H + offs, mask=m, other=0.0).to(tl.float32)
     if HAS_EXTRA:
-        acc += tl.load(extra_ptr + t.to(tl.int64) * H + offs, mask=m, other=0.0)
+        acc += tl.load(extra_ptr + t.to(tl.int64) * H + offs, mask=m, other=0.0).to(tl.float32)
     offs_j = tl.arange(0, K_PAD)
     ids = tl.load(ids_ptr + t * K_TOP + offs_j, mask=offs_j < K_TOP, other=0)
     bad = tl.max(((ids < 0) | (ids >= E)).to(tl.int32), axis=0) > 0
@@ -198,7 +230,7 @@ def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool):
 
 
 def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
-    """y[T·k, H] fp32: each (token, slot) pair's weighted expert output."""
+    """y[T·k, H] (fp32, or x's dtype with Y_LOWP): each (token, slot) pair's weighted expert output."""
     T, H = x.shape
     E, I2, _ = w13.shape
     I = I2 // 2
@@ -210,16 +242,42 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
         return _experts_pass_grouped_mm(x, w13, w2, weights, order, count, k)
     max_tiles = cdiv(P, bm) + E
     act = torch.empty(P, I, dtype=x.dtype, device=x.device)
-    y = torch.empty(P, H, dtype=torch.float32, device=x.device)
-    meta = dict(E_PAD=next_pow2(E), BLOCK_M=bm, BLOCK_N=cfg["BLOCK_N"], BLOCK_K=cfg["BLOCK_K"],
+    # y in the activations' dtype (Y_LOWP; fp32 inputs keep fp32): transformers' loop rounds each expert's output
+    # to the model dtype too. At T=4096, P·H fp32 is 268 MB written and read back by the sum.
+    y_dtype = x.dtype if cfg.get("Y_LOWP", False) else torch.float32
+    y = torch.empty(P, H, dtype=y_dtype, device=x.device)
+    bn, bk = cfg["BLOCK_N"], cfg["BLOCK_K"]
+    tma = bool(cfg.get("TMA", False)) and _tma_ok(x, w13, w2, act)
+    if tma:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        w13_desc = TensorDescriptor.from_tensor(w13.view(E * I2, H), [bn, bk])
+        w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [bn, bk])
+        act_desc = TensorDescriptor.from_tensor(act, [bm, bk])
+    else:
+        w13_desc, w2_desc, act_desc = w13, w2, act  # unused
+    n_fast = bool(cfg.get("N_FASTEST", False))
+    meta = dict(E_PAD=next_pow2(E), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
                 num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-                PREC=_prec(x.dtype, "fused_moe (grouped path)"))
-    _gate_up_kernel[(max_tiles, cdiv(I, cfg["BLOCK_N"]))](
-        x, w13, order, start, count, cum_tiles, act, H, I, E, k, x.stride(0), w13.stride(0), w13.stride(1), **meta)
-    _down_kernel[(max_tiles, cdiv(H, cfg["BLOCK_N"]))](
-        act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, H, I, E,
+                PREC=_prec(x.dtype, "fused_moe (grouped path)"), N_FASTEST=n_fast, TMA=tma)
+
+    def grid(n: int) -> tuple[int, ...]:
+        return (max_tiles * cdiv(n, bn),) if n_fast else (max_tiles, cdiv(n, bn))
+
+    _gate_up_kernel[grid(I)](
+        x, w13, order, start, count, cum_tiles, act, w13_desc, H, I, E, k, x.stride(0), w13.stride(0), w13.stride(1),
+        **meta)
+    _down_kernel[grid(H)](
+        act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, act_desc, w2_desc, H, I, E,
         w2.stride(0), w2.stride(1), **meta)
     return y
+
+
+def _tma_ok(x, w13, w2, act) -> bool:
+    """Whether the tiles can come by tensor descriptor: contiguous weights, rows of 16-byte multiples, aligned bases
+    (TMA's rules); else the pointer loads (the same numbers)."""
+    e = x.element_size()
+    return (w13.is_contiguous() and w2.is_contiguous() and (w13.shape[2] * e) % 16 == 0 and (w2.shape[2] * e) % 16 == 0
+            and all(t.data_ptr() % 16 == 0 for t in (w13, w2, act)))
 
 
 def _experts_pass_grouped_mm(x, w13, w2, weights, order, count, k) -> torch.Tensor:

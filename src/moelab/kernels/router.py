@@ -96,17 +96,23 @@ def _router_kernel(
         tl.store(cnt_ptr, 0)
 
 
+ROUTER_TILE = 16384  # elements of the [T_PAD, BLOCK_E, BLOCK_H] product per program, on 8 warps above 8K
+
+
 def router_config(T: int, E: int, H: int, block_e: int = 1, num_warps: int | None = None) -> dict:
-    """BLOCK_E experts per program (E/BLOCK_E programs), BLOCK_H so the [T, BLOCK_E, BLOCK_H] product stays near 8K
-    elements. One expert per program (benchmarks/sweep_router.py on the H200): at T=1 on one warp (2026-12-01 12:03,
-    Qwen3-30B-A3B: 4.25 µs; 2 experts / 4 warps, the first guess, 5.36 µs) — one warp keeps the last arriver's
-    reductions inside a warp; at T=8 on 4 warps (session 9, gpu-session-AK-…T2325: 5.99 µs, 2 warps 7.01, 1 warp
-    9.92; `dense` + `route` 8.01), where the [8, E] routing tile and the [8, BLOCK_H] products want more threads.
-    T=2..7 unmeasured: 4 warps as at 8."""
+    """BLOCK_E experts per program (E/BLOCK_E programs), BLOCK_H so the [T, BLOCK_E, BLOCK_H] product stays near
+    ROUTER_TILE elements. One expert per program (benchmarks/sweep_router.py on the H200): at T=1 on one warp
+    (2026-12-01 12:03, Qwen3-30B-A3B: 4.25 µs; 2 experts / 4 warps, the first guess, 5.36 µs) — one warp keeps the
+    last arriver's reductions inside a warp. At T=8, x in one chunk of all H=2048 (each program reads x once from L2,
+    not twice) on 8 warps: 6.57 µs against 8.25 for the 1024-wide chunks of an 8K tile on 8 warps and 9.54 on 4
+    (session 11, gpu-session-AV-…; the sweep's weight rotation makes every figure ~2 µs above session 9's 5.99).
+    T=2..4 had all of H in one chunk already (4 warps, unmeasured against 8); MOELAB_ROUTER_TILE=8192 gives the
+    earlier tiles for an A/B."""
     t_pad = next_pow2(T)
-    block_h = max(16, min(next_pow2(H), 8192 // (t_pad * block_e)))
+    tile = env_int("MOELAB_ROUTER_TILE", ROUTER_TILE)
+    block_h = max(16, min(next_pow2(H), tile // (t_pad * block_e)))
     if num_warps is None:
-        num_warps = 1 if T == 1 else 4
+        num_warps = 1 if T == 1 else (8 if t_pad * block_e * block_h > 8192 else 4)
     return dict(BLOCK_E=block_e, BLOCK_H=block_h, num_warps=num_warps)
 
 
