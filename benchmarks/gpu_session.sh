@@ -396,6 +396,15 @@ case "${1:?stage A to G}" in
     NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
     run ncu 120 bash -c "$NCU --clock-control none -k regex:'_gate_up_kernel|_down_kernel|_sum_k_kernel' --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis python benchmarks/ncu_kernels.py --only grouped256,grouped4096 > $OUT/ncu.txt 2>&1"
     ;;
+  AX) # session 11: the grouped path's options as defaults (grouped_config), the chunked grouping above 1,024 pairs
+      # (three launches instead of ~13 torch ops: predicted -60 to -100 us at T=4096), the down GEMM's own tiles;
+      # then the records: bench moe (T=4096 predicted ~770-860 us, 47-52 % of the bf16 rate; T=32 ~261, T=256 ~379)
+      # and batch 8 / 32 (b8 ~7.71 ms with the router's one chunk; b32 15.1 -> ~14.8 ms with the T=32 options)
+    run gpu-tests 120 python -m pytest tests/kernels/test_moe.py -k "grouped or grouping or compiles" -q -p no:cacheprovider --tb=short -rf
+    run sweep-grouped 120 python benchmarks/sweep_moe.py --shapes "" --grouped 32,64,128,256,4096 --grouped-variants --samples 10
+    run bench-moe 170 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    run decode-b8 110 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

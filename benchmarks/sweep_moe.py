@@ -43,9 +43,10 @@ def main() -> None:
     ap.add_argument("--device", default="cuda", help="cuda; cpu only to smoke-test the script (times mean nothing)")
     ap.add_argument("--grouped", default="", help="token counts for the grouped (prefill) path sweep, qwen3 shape")
     ap.add_argument("--grouped-variants", action="store_true",
-                    help="with --grouped: instead of the tile sweep, the default tiles with each of N_FASTEST (column "
-                         "blocks of a token tile on consecutive programs), Y_LOWP (per-pair outputs in bf16), TMA "
-                         "(weight and act tiles by tensor descriptor), and all three at a few tiles")
+                    help="with --grouped: instead of the tile sweep, the default config without each of N_FASTEST "
+                         "(column blocks of a token tile on consecutive programs), Y_LOWP (per-pair outputs in bf16), "
+                         "TMA (weight and act tiles by tensor descriptor), the Triton grouping; the down GEMM's own "
+                         "tiles (T >= 2048); and all three options at a few tiles")
     ap.add_argument("--spin", default="", help="pairs mode: only the default config, with these nanosleep backoffs "
                     "(ns, comma-separated; 0 = the tight spin) in the phase-2 wait")
     ap.add_argument("--stages", default="", help="decode mode, T > 1: also the census kernel at these num_stages "
@@ -231,12 +232,21 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False) -> dict:
         cfgs += [dict(BLOCK_M=64, BLOCK_N=32, BLOCK_K=64, num_warps=4, num_stages=ns) for ns in (3, 4)]
     if variants:
         base = grouped_config(T * k, E, H, I)
-        flags = [{}, dict(N_FASTEST=True), dict(Y_LOWP=True), dict(TMA=True)]
-        cfgs = [dict(base, **f) for f in flags]
+        off = [{}, dict(N_FASTEST=False), dict(Y_LOWP=False), dict(TMA=False),
+               dict(N_FASTEST=False, Y_LOWP=False, TMA=False), dict(GROUP_FUSED=False)]
+        cfgs = [dict(base, **f) for f in off]
+        if T >= 2048:  # the down GEMM's own tiles (K = I = 768: 12 chunks of 64)
+            cfgs += [dict(base, DOWN=d) for d in (
+                dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3),
+                dict(BLOCK_N=128, BLOCK_K=128, num_warps=8, num_stages=3),
+                dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=2),
+                dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=3),
+                dict(BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=4))]
         alln = dict(N_FASTEST=True, Y_LOWP=True, TMA=True)
-        tiles = ([(128, 128, 64, 8, 4), (128, 128, 64, 8, 3), (128, 64, 64, 4, 4), (64, 128, 64, 4, 4),
-                  (128, 128, 64, 4, 4), (64, 64, 64, 4, 4)] if T >= 2048 else
-                 [(64, 64, 64, 4, 3), (64, 64, 64, 4, 4), (64, 128, 64, 4, 3), (32, 64, 64, 4, 4), (16, 64, 64, 4, 4)])
+        tiles = ([(128, 128, 64, 8, 2), (128, 64, 64, 4, 3), (64, 128, 64, 4, 3), (128, 128, 128, 8, 2)]
+                 if T >= 2048 else
+                 [(64, 64, 64, 4, 3), (64, 64, 64, 4, 4), (32, 64, 64, 4, 4), (16, 64, 64, 4, 4),
+                  (16, 64, 64, 4, 3), (16, 128, 64, 4, 4), (32, 64, 64, 4, 3)])
         cfgs += [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns, **alln)
                  for bm, bn, bk, nw, ns in tiles]
     cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side

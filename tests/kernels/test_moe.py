@@ -172,12 +172,24 @@ def test_grouped_variants(monkeypatch, flags, T, E, H, I, k, dtype):
     made = []
     real = TensorDescriptor.from_tensor
     monkeypatch.setattr(TensorDescriptor, "from_tensor", lambda *a, **kw: made.append(a[1]) or real(*a, **kw))
+    cfg = dict(cfg, N_FASTEST=False, Y_LOWP=False, TMA=False)  # each option on its own, over none
     out = moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(cfg, **flags))
     assert len(made) == (3 * (1 + (sh is not None)) if flags.get("TMA") else 0)  # the TMA form was taken
     assert not out.isnan().any()
     assert rel(out, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[dtype]
-    if set(flags) == {"N_FASTEST"}:  # the same programs in another launch order: bitwise the default's output
+    if set(flags) == {"N_FASTEST"}:  # the same programs in another launch order: bitwise the plain form's output
         assert torch.equal(out, moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=cfg))
+
+
+def test_grouped_down_tiles_of_its_own():
+    """cfg["DOWN"]: the down GEMM on other column tiles and K chunks than the gate/up GEMM, by TMA and by pointers."""
+    from moelab.kernels.moe_grouped import moe_grouped
+    x, w13, w2, w, ids, sh = make(40, 8, 80, 48, 2, torch.float16, seed=3, shared=(24, True))
+    ref = fused_moe_reference(x, w13, w2, w, ids, sh)
+    for tma in (False, True):
+        cfg = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, num_warps=4, num_stages=2, TMA=tma,
+                   DOWN=dict(BLOCK_N=32, BLOCK_K=16, num_warps=4, num_stages=2))
+        assert rel(moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(40, 80, x.dtype), config=cfg), ref) <= TOL[x.dtype]
 
 
 @pytest.mark.parametrize("T,renorm,shared", [(1, True, None), (1, False, (24, True)), (3, True, None), (9, True, None)])
@@ -326,6 +338,36 @@ def test_fused_grouping_equals_torch(T, E, k, bm):
         assert torch.equal(got, want)
 
 
+@pytest.mark.parametrize("T,E,k,bm,chunk", [(40, 8, 2, 16, 16), (33, 60, 4, 64, 32), (64, 3, 8, 16, 64),
+                                            (9, 128, 8, 128, 16), (200, 128, 8, 128, None)])
+def test_chunked_grouping_equals_torch(T, E, k, bm, chunk):
+    """The three-launch grouping over chunks (P > GROUP_FUSED_MAX_P; forced here at small P with small chunks):
+    the torch ops' arrays exactly, with P not a multiple of the chunk, E not a power of two, many pairs per expert
+    (E=3), fewer pairs than experts; and an out-of-range id counted and placed nowhere (the rest of order as the
+    torch grouping of the valid pairs)."""
+    from moelab.kernels.moe_grouped import group_pairs
+    g = torch.Generator().manual_seed(T * 5 + E)
+    ids = torch.randint(0, E, (T, k), generator=g, dtype=torch.int32).to(DEV)
+    if chunk is None:  # the default chunk, over GROUP_FUSED_MAX_P: 1,600 pairs in two chunks of 1024
+        assert T * k > 1024
+    for got, want in zip(group_pairs(ids, E, bm, fused=True, chunk=chunk), group_pairs(ids, E, bm, fused=False)):
+        assert torch.equal(got, want)
+    bad = ids.clone()
+    bad[1, 0] = E
+    order, start, count, cum_tiles = group_pairs(bad, E, bm, fused=True, chunk=chunk)
+    good = bad.reshape(-1) < E
+    assert int(count.sum()) == int(good.sum())
+    want = torch.sort(torch.where(good, bad.reshape(-1), E).long(), stable=True).indices[:int(good.sum())]
+    assert torch.equal(order[:int(good.sum())].long(), want)
+
+
+def test_group_chunk_sizes():
+    """Chunks of 1024 pairs while the scan's [chunks, E_PAD] tile fits, larger beyond, none (torch) past 4096."""
+    from moelab.kernels.moe_grouped import group_chunk
+    assert group_chunk(4096 * 8, 128) == 1024 and group_chunk(16384 * 8, 128) == 1024
+    assert group_chunk(16384 * 8, 256) == 2048 and group_chunk(1 << 22, 256) == 0
+
+
 def test_sort_grouping_places_a_bad_id_nowhere():
     """Out-of-range ids (graph capture skips the host check): the one-launch grouping counts them nowhere and gives
     the order of every valid pair — the pairs sorted by (expert, pair), bad ones left out."""
@@ -422,7 +464,8 @@ def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):
 
 
 @pytest.mark.parametrize("job", ["moe_pairs", "moe_t1", "moe_decode", "moe_decode_tma", "moe_gate_up", "moe_down",
-                                 "moe_gate_up_tma", "moe_down_tma", "route_grouped", "moe_group_sort", "moe_sum_k"])
+                                 "moe_gate_up_tma", "moe_down_tma", "route_grouped", "moe_group_sort", "moe_sum_k",
+                                 "moe_group_count", "moe_group_scan", "moe_group_place"])
 def test_compiles_for_sm90(sm90, job):
     """The interpreter cannot see compile-only errors (a name bound in one branch of a runtime `if` passed it
     here and failed on the H200 once): every MoE kernel must also compile for sm_90 on the CPU."""
@@ -433,7 +476,8 @@ def test_compiles_for_sm90(sm90, job):
         assert "mma" in ptx  # tensor-core instructions, not FMA loops
     if job in ("moe_gate_up_tma", "moe_down_tma"):
         assert "cp.async.bulk.tensor" in ptx  # the tiles come by TMA
-    if job.startswith("moe_") and job not in grouped + ("moe_group_sort", "moe_sum_k"):
+    if job.startswith("moe_") and job not in grouped + ("moe_group_sort", "moe_sum_k", "moe_group_count",
+                                                        "moe_group_scan", "moe_group_place"):
         assert "atom" in ptx or "red." in ptx  # the phase counters are real atomics
     if job == "moe_decode_tma":
         assert "cp.async.bulk.tensor" in ptx  # the weight tiles come by TMA, not by per-thread loads

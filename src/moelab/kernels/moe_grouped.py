@@ -10,6 +10,8 @@ Steps (no host synchronisation, so it can be graph-captured):
      launches (sort, casts, scatter_add, cumsums: counted with torch.profiler on the CPU), each ~2 µs of a
      graph-replayed step at batch 32 (48 layers: ~1 ms of 17.9); `_group_sort_kernel` does it in one launch of one
      program (P ≤ GROUP_FUSED_MAX_P; batch 32 18.2 → 16.1 ms per token in a first form), with the same order;
+     above that in three, over chunks of 1024 pairs (`_group_count_kernel`, `_group_scan_kernel`,
+     `_group_place_kernel`);
   2. `_gate_up_kernel`: per (tile, block of I) gathers its tokens' rows of x, multiplies by the
      expert's gate and up rows on tensor cores, SiLU(gate)·up in the epilogue → act[sorted pair, I];
   3. `_down_kernel`: per (tile, block of H) act · w2[e]ᵀ, times the pair's routing weight → y[pair, H] fp32;
@@ -65,6 +67,56 @@ def _group_sort_kernel(ids_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, 
     keys = tl.sort(tl.where(valid, ids * P_PAD + offs, E_PAD * P_PAD))
     n_valid = tl.sum(valid.to(tl.int32), axis=0)
     tl.store(order_ptr + offs, keys % P_PAD, mask=offs < n_valid)
+
+
+@triton.jit
+def _group_count_kernel(ids_ptr, part_ptr, P, E, CHUNK: tl.constexpr, E_PAD: tl.constexpr):
+    """The chunked grouping (P > GROUP_FUSED_MAX_P), step 1 of 3: part[c, e] = the pairs of chunk c routed to e."""
+    c = tl.program_id(0)
+    offs = c * CHUNK + tl.arange(0, CHUNK)
+    ids = tl.load(ids_ptr + offs, mask=offs < P, other=-1)
+    valid = (offs < P) & (ids >= 0) & (ids < E)
+    tl.store(part_ptr + c * E_PAD + tl.arange(0, E_PAD), tl.histogram(tl.where(valid, ids, 0), E_PAD, mask=valid))
+
+
+@triton.jit
+def _group_scan_kernel(part_ptr, off_ptr, start_ptr, count_ptr, cum_tiles_ptr, E, N_CHUNK,
+                       BM: tl.constexpr, E_PAD: tl.constexpr, C_PAD: tl.constexpr):
+    """Step 2, one program: count, start, cum_tiles as `_group_sort_kernel` gives them, and off[c, e] = where chunk
+    c's pairs of expert e start in the order (start[e] + the earlier chunks' pairs of e), less where they start in
+    chunk c's own sorted keys (its pairs of experts below e), so that step 3 places a key by off + its position."""
+    offs_c = tl.arange(0, C_PAD)
+    offs_e = tl.arange(0, E_PAD)
+    ptrs = offs_c[:, None] * E_PAD + offs_e[None, :]
+    m = ptrs < N_CHUNK * E_PAD  # whole rows: the chunks that exist
+    part = tl.load(part_ptr + ptrs, mask=m, other=0)  # [C_PAD, E_PAD]
+    count = tl.sum(part, axis=0)
+    start = tl.cumsum(count, axis=0) - count
+    emask = offs_e < E
+    tl.store(count_ptr + offs_e, count, mask=emask)
+    tl.store(start_ptr + offs_e, start, mask=emask)
+    tl.store(cum_tiles_ptr + offs_e, tl.cumsum((count + BM - 1) // BM, axis=0), mask=emask)
+    off = start[None, :] + (tl.cumsum(part, axis=0) - part) - (tl.cumsum(part, axis=1) - part)
+    tl.store(off_ptr + ptrs, off, mask=m)
+
+
+@triton.jit
+def _group_place_kernel(ids_ptr, off_ptr, order_ptr, P, E, CHUNK: tl.constexpr, E_PAD: tl.constexpr):
+    """Step 3: chunk c's pairs sorted by (expert, pair) — keys e · CHUNK + local index, unique, so the sort is
+    stable — and each written to order[off[c, e] + its position among the sorted keys]. An out-of-range id sorts
+    after every valid key and is placed nowhere, as in `_group_sort_kernel`.
+    Napkin math at T=4096, k=8 (32 chunks of 1024): 128 KB of ids read twice, 128 KB of order written; the torch ops
+    it replaces (a stable sort of int64 ids, a scatter_add of 32k ones into 128 counters) are ~13 launches."""
+    c = tl.program_id(0)
+    local = tl.arange(0, CHUNK)
+    offs = c * CHUNK + local
+    ids = tl.load(ids_ptr + offs, mask=offs < P, other=-1)
+    valid = (offs < P) & (ids >= 0) & (ids < E)
+    keys = tl.sort(tl.where(valid, ids * CHUNK + local, E_PAD * CHUNK))
+    e_s = keys // CHUNK
+    ok = e_s < E
+    dest = tl.load(off_ptr + c * E_PAD + e_s, mask=ok, other=0) + local
+    tl.store(order_ptr + dest, c * CHUNK + keys % CHUNK, mask=ok)
 
 
 @triton.jit
@@ -181,45 +233,74 @@ def _sum_k_kernel(y_ptr, extra_ptr, ids_ptr, out_ptr, H, E, s_ot, K_TOP: tl.cons
 
 
 def grouped_config(P: int, E: int, H: int, I: int) -> dict:
-    """Tile sizes for P (token, expert) pairs over E experts: best of benchmarks/sweep_moe.py --grouped on the H200,
-    Qwen3-30B-A3B (session 8: sweep-moe-grouped-t32-t256-…T2153 and -t64-t128-…T2203). A 64-row tile spends most
-    of its MMA rows on padding while an expert has a few pairs:
-      T=32 (256 pairs, 2 an expert on average): 16-row tiles of 32 columns, 3 stages, 329 µs (64 × 64: 342);
-      T=64 / 128 (4 / 8 an expert): 16 × 64, 4 stages, 316 / 356 µs (64 × 64: 322 / 369);
-      T=256 (2k pairs) 64 × 64, 4 warps, 3 stages (389 µs; 32-row tiles 390-394; 16-row not in the best five);
-      T=4096 (32k pairs) 128 × 128, 8 warps, 4 stages (1,080 µs = 286 TFLOP/s, 36 % of the bf16 rate: far from done).
+    """Tile sizes and options for P (token, expert) pairs over E experts: best of benchmarks/sweep_moe.py --grouped
+    on the H200, Qwen3-30B-A3B. Tiles (session 8: sweep-moe-grouped-t32-t256-…T2153 and -t64-t128-…T2203): a
+    64-row tile spends most of its MMA rows on padding while an expert has a few pairs. Options (session 11,
+    --grouped-variants, gpu-session-AW-…): N_FASTEST (a 1-D grid, the column blocks of one token tile on consecutive
+    programs: at T=4096 the down GEMM's act rows stay in L2 across its 16 column blocks), Y_LOWP (the per-pair
+    outputs in the input dtype: at T=4096 268 MB less written and read), TMA (weight and act tiles by tensor
+    descriptor). Each alone at T=4096 (128 × 128, 4 stages): 1,110 µs → 1,021 / 1,000 / 1,097; all three 891, and
+    on 3 stages 859 µs (360 TFLOP/s, 47 % of the bf16 rate).
+      T=32 (256 pairs, 2 an expert on average): 16 × 64 tiles, 4 stages, the options: 261 µs (16 × 32, 3 stages, as
+        before them: 267);
+      T=64 / 128 (4 / 8 an expert): 16 × 64, 4 stages (session 8: 316 / 356 µs; the options unmeasured here);
+      T=256 (2k pairs) 64 × 64, 4 warps, 3 stages, the options: 379 µs (388 without);
+      T=4096 (32k pairs) 128 × 128, 8 warps, 3 stages, the options: 859 µs (1,110 without, on 4 stages).
     """
+    opts = dict(N_FASTEST=True, Y_LOWP=True, TMA=True)
     if P >= 8192:
-        return dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=4)
-    if P <= 2 * E:
-        return dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=64, num_warps=4, num_stages=3)
+        return dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3, **opts)
     if P <= 8 * E:
-        return dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=4)
-    return dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3)
+        return dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=4, **opts)
+    return dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3, **opts)
 
 
 GROUP_FUSED_MAX_P = 1024  # one program sorts all the pairs: at P=1024 (T=128, k=8) 48 registers (sm_90, Triton 3.6)
+GROUP_CHUNK = 1024  # above it, chunks of this many pairs (the one-program sort's size), scanned by one program
+GROUP_SCAN_MAX = 16384  # chunks × E_PAD the scan's single program holds (T=16k, k=8, E=128: 128 × 128)
 
 
 def group_fused(P: int) -> bool:
-    """Whether the grouping runs as `_group_sort_kernel` (one launch) rather than torch ops: up to
+    """Whether the grouping runs as `_group_sort_kernel` (one launch) rather than in chunks: up to
     GROUP_FUSED_MAX_P pairs. The batch-32 step went 18.2 → 16.1 ms per token with its first form, the same tokens
     (H200, session 8, ab-chain-…T215300), and 15.7 → 15.2 with this one (session 9)."""
     return P <= GROUP_FUSED_MAX_P
 
 
-def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool):
+def group_chunk(P: int, E: int) -> int:
+    """The chunk size of the chunked grouping for P pairs over E experts: GROUP_CHUNK, doubled (to 4096 at most)
+    while the scan's [chunks, E_PAD] tile would exceed GROUP_SCAN_MAX; 0 where even that does not fit (the torch
+    ops then)."""
+    chunk = GROUP_CHUNK
+    while cdiv(P, chunk) * next_pow2(E) > GROUP_SCAN_MAX:
+        chunk *= 2
+    return chunk if chunk <= 4096 else 0
+
+
+def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int | None = None):
     """(order, start, count, cum_tiles), int32: the (token, slot) pairs of ids [T, k] sorted by expert, stably;
-    where each expert's pairs start in that order and how many; the inclusive cumsum of its ⌈count/bm⌉ tiles."""
+    where each expert's pairs start in that order and how many; the inclusive cumsum of its ⌈count/bm⌉ tiles.
+    fused: Triton kernels — one launch up to GROUP_FUSED_MAX_P pairs, else three over chunks (`chunk` pairs each, a
+    power of two; by default `group_chunk`); not fused: torch ops (the reference the kernels are tested against)."""
     flat = ids.reshape(-1)
     P = flat.numel()
     if fused:
         buf = torch.empty(P + 3 * E, dtype=torch.int32, device=ids.device)
         order, start, count, cum_tiles = buf[:P], buf[P:P + E], buf[P + E:P + 2 * E], buf[P + 2 * E:]
         e_pad = next_pow2(E)
-        _group_sort_kernel[(1,)](flat, order, start, count, cum_tiles, P, E, BM=bm, E_PAD=e_pad,
-                                 P_PAD=max(16, next_pow2(P)), num_warps=8)
-        return order, start, count, cum_tiles
+        if chunk is None and group_fused(P):
+            _group_sort_kernel[(1,)](flat, order, start, count, cum_tiles, P, E, BM=bm, E_PAD=e_pad,
+                                     P_PAD=max(16, next_pow2(P)), num_warps=8)
+            return order, start, count, cum_tiles
+        chunk = chunk or group_chunk(P, E)
+        if chunk:
+            n = cdiv(P, chunk)
+            part = torch.empty(2, n, e_pad, dtype=torch.int32, device=ids.device)
+            _group_count_kernel[(n,)](flat, part[0], P, E, CHUNK=chunk, E_PAD=e_pad, num_warps=4)
+            _group_scan_kernel[(1,)](part[0], part[1], start, count, cum_tiles, E, n, BM=bm, E_PAD=e_pad,
+                                     C_PAD=next_pow2(n), num_warps=8)
+            _group_place_kernel[(n,)](flat, part[1], order, P, E, CHUNK=chunk, E_PAD=e_pad, num_warps=4)
+            return order, start, count, cum_tiles
     flat = flat.to(torch.int64)
     order = torch.sort(flat, stable=True).indices.to(torch.int32)  # pairs grouped by expert, token order kept
     # scatter_add, not bincount: bincount syncs with the host to size its output (no graph capture).
@@ -237,7 +318,8 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     k = ids.shape[1]
     P = T * k
     bm = cfg.get("BLOCK_M", 64)
-    order, start, count, cum_tiles = group_pairs(ids, E, bm, fused=cfg.get("GROUP_FUSED", group_fused(P)))
+    order, start, count, cum_tiles = group_pairs(ids, E, bm, fused=cfg.get("GROUP_FUSED", True),
+                                                 chunk=cfg.get("GROUP_CHUNK"))
     if cfg.get("GEMM", "triton") == "grouped_mm":
         return _experts_pass_grouped_mm(x, w13, w2, weights, order, count, k)
     max_tiles = cdiv(P, bm) + E
@@ -260,15 +342,21 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
                 num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
                 PREC=_prec(x.dtype, "fused_moe (grouped path)"), N_FASTEST=n_fast, TMA=tma)
 
-    def grid(n: int) -> tuple[int, ...]:
-        return (max_tiles * cdiv(n, bn),) if n_fast else (max_tiles, cdiv(n, bn))
+    def grid(n: int, block_n: int) -> tuple[int, ...]:
+        return (max_tiles * cdiv(n, block_n),) if n_fast else (max_tiles, cdiv(n, block_n))
 
-    _gate_up_kernel[grid(I)](
+    _gate_up_kernel[grid(I, bn)](
         x, w13, order, start, count, cum_tiles, act, w13_desc, H, I, E, k, x.stride(0), w13.stride(0), w13.stride(1),
         **meta)
-    _down_kernel[grid(H)](
+    # The down GEMM (K = I, short: 12 chunks of 64 at Qwen3-30B-A3B) may take its own column tiles and pipeline:
+    # cfg["DOWN"] = {BLOCK_N, BLOCK_K, num_warps, num_stages}; the token tiles are the grouping's.
+    down = dict(meta, **cfg.get("DOWN", {}))
+    if tma and cfg.get("DOWN"):
+        w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [down["BLOCK_N"], down["BLOCK_K"]])
+        act_desc = TensorDescriptor.from_tensor(act, [bm, down["BLOCK_K"]])
+    _down_kernel[grid(H, down["BLOCK_N"])](
         act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, act_desc, w2_desc, H, I, E,
-        w2.stride(0), w2.stride(1), **meta)
+        w2.stride(0), w2.stride(1), **down)
     return y
 
 
