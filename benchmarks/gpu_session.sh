@@ -405,6 +405,10 @@ case "${1:?stage A to G}" in
     run bench-moe 170 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     run decode-b8 110 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
     ;;
+  AY) # session 11: why bench moe reads ~40 us slower than the grouped sweep at T=32/64 but ~5 us at T=256
+      # (sweep_moe.py's diagnostic rows: int32 ids, the public fused_moe, 4 weight copies, the route kernel inside)
+    run sweep-grouped 150 python benchmarks/sweep_moe.py --shapes "" --grouped 32,64,256 --grouped-variants --samples 10
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -262,6 +262,8 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False) -> dict:
             continue
         rows.append(dict(cfg=cfg, us=m.median_us, iqr=m.iqr_us, pct=100 * floor / m.median_us, err=err,
                          tflops=flops / m.median_us / 1e6))
+    if variants:
+        rows += _grouped_diagnostics(T, E, H, I, k, sets, floor, flops, samples)
     ok = sorted([r for r in rows if "us" in r], key=lambda r: r["us"])
     print(f"\n== grouped qwen3 T={T} floor={floor:.1f} us (bf16 {ceil.bf16_tflops:.0f} TFLOP/s)")
     for r in (ok if variants else ok[:5]):
@@ -270,6 +272,34 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False) -> dict:
     if bad:
         print(f"  {len(bad)} configs failed, e.g. {bad[0]}")
     return dict(shape="qwen3-grouped", T=T, floor_us=floor, rows=rows)
+
+
+def _grouped_diagnostics(T, E, H, I, k, sets, floor, flops, samples) -> list[dict]:
+    """Why `moelab bench moe` (routing included, 4 weight copies) reads slower than this sweep at T=32/64: the default
+    config step by step towards the bench's call — int32 ids (the route kernel's), the public `fused_moe`, 4 weight
+    copies over 8 sets, the route kernel inside the timed call."""
+    from moelab.kernels.moe import fused_moe
+    from moelab.kernels.route import route
+    dev, dt = sets[0][0].device, sets[0][0].dtype
+    copies = [((torch.randn(E, 2 * I, H, device=dev) * H ** -0.5).to(dt), (torch.randn(E, H, I, device=dev) * I ** -0.5).to(dt))
+              for _ in range(4)]
+    lg8 = [torch.randn(T, E, device=dev) for _ in range(8)]
+    x8 = [torch.randn(T, H, device=dev).to(dt) for _ in range(8)]
+    s32 = [(x, w13, w2, tw, ids.to(torch.int32)) for x, w13, w2, tw, ids in sets]
+    s4 = [(x8[i], *copies[i % 4], *route(lg8[i], k)) for i in range(8)]
+    s4r = [(x8[i], *copies[i % 4], lg8[i]) for i in range(8)]
+    cases = [
+        ("int32 ids", lambda x, w13, w2, tw, ids: moe_grouped(x, w13, w2, tw, ids, out=torch.empty_like(x)), s32),
+        ("fused_moe", lambda x, w13, w2, tw, ids: fused_moe(x, w13, w2, tw, ids), s32),
+        ("fused_moe, 4 weight copies", lambda x, w13, w2, tw, ids: fused_moe(x, w13, w2, tw, ids), s4),
+        ("route + fused_moe, 4 copies", lambda x, w13, w2, lg: fused_moe(x, w13, w2, *route(lg, k)), s4r),
+    ]
+    out = []
+    for name, fn, st in cases:
+        m = timing.measure(fn, st, mode="graph", samples=samples, warmup=2)
+        out.append(dict(cfg=dict(diag=name), us=m.median_us, iqr=m.iqr_us, pct=100 * floor / m.median_us, err=0.0,
+                        tflops=flops / m.median_us / 1e6))
+    return out
 
 
 if __name__ == "__main__":
