@@ -406,8 +406,15 @@ case "${1:?stage A to G}" in
     run decode-b8 110 python benchmarks/bench_decode.py --batch 8,32 --rows moelab
     ;;
   AY) # session 11: why bench moe reads ~40 us slower than the grouped sweep at T=32/64 but ~5 us at T=256
-      # (sweep_moe.py's diagnostic rows: int32 ids, the public fused_moe, 4 weight copies, the route kernel inside)
+      # (sweep_moe.py's diagnostic rows, since removed: int32 ids, the public fused_moe, 4 weight copies, the route
+      # kernel inside: 262 -> 268 us at T=32, 301 -> 300 at T=64, 324 at T=256; the same config timed late in the
+      # list ran ~10 % slower)
     run sweep-grouped 150 python benchmarks/sweep_moe.py --shapes "" --grouped 32,64,256 --grouped-variants --samples 10
+    ;;
+  AZ) # session 11: the grouped options and the chunked grouping re-timed in two passes (forward, then reversed), as
+      # the drift AY found is larger than the options' effects; then bench moe at T=32..256 once more (its moelab column
+      # after the baselines' load)
+    run sweep-grouped 300 python benchmarks/sweep_moe.py --shapes "" --grouped 32,256,4096 --grouped-variants --samples 10
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
