@@ -416,6 +416,9 @@ case "${1:?stage A to G}" in
       # after the baselines' load)
     run sweep-grouped 300 python benchmarks/sweep_moe.py --shapes "" --grouped 32,256,4096 --grouped-variants --samples 10
     ;;
+  BA) # session 11: the record of batches 1, 8 and 32 on one machine with this session's defaults
+    run decode 200 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
