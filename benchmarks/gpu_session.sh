@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AV    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA, BB    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -10,7 +10,9 @@
 # ab_chain.py refuses a switch that nothing in src/moelab reads; the stages stay as the record of what ran.
 # (MOELAB_FUSED_ROUTER_MAX_T:8 in AK/AL is the default now: those A/Bs would time two identical runs.) Session 10's
 # AQ..AU: MOELAB_CENSUS_WIDE, MOELAB_ATTN_WARPS/STAGES/BLOCK_N and MOELAB_ATTN_MERGE_MAX_SPLITS are gone (AU's
-# attention-combine step would now time the default), and MOELAB_CHAIN_MAX_T:8 in AS is the default now.
+# attention-combine step would now time the default), and MOELAB_CHAIN_MAX_T:8 in AS is the default now. Session 11
+# (AV..BB): MOELAB_ROUTER_TILE:8192 gives the earlier router tiles; AX/AY's one-pass grouped sweeps predate the
+# two-pass timing.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log
@@ -418,6 +420,20 @@ case "${1:?stage A to G}" in
     ;;
   BA) # session 11: the record of batches 1, 8 and 32 on one machine with this session's defaults
     run decode 200 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
+    ;;
+  BB) # session 11: is the bench/sweep gap at T=32/64 the chip's state? The SM clock, power and temperature every
+      # 250 ms (nvidia-smi, read only) across bench moe at T=32,64 (moelab timed after the HF loop) and the two-pass
+      # grouped sweep; then Nsight Compute of the grouped kernels at T=4096 with this session's defaults
+    nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv -lms 250 > "$OUT/clocks.csv" 2>&1 &
+    SMI=$!
+    date +"bench start %T" >> "$LOG"
+    run bench-moe 150 python -m moelab bench moe --tokens 32,64 --samples 10 --no-compile
+    date +"sweep start %T" >> "$LOG"
+    run sweep-grouped 90 python benchmarks/sweep_moe.py --shapes "" --grouped 32,64 --grouped-variants --samples 10
+    date +"sweep end %T" >> "$LOG"
+    kill $SMI
+    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+    run ncu 90 bash -c "$NCU --clock-control none -k regex:'_gate_up_kernel|_down_kernel|_sum_k_kernel|_group_' -c 8 --section SpeedOfLight --section Occupancy --section LaunchStats python benchmarks/ncu_kernels.py --only grouped4096 > $OUT/ncu.txt 2>&1"
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
