@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA, BB    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BC    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -434,6 +434,10 @@ case "${1:?stage A to G}" in
     kill $SMI
     NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
     run ncu 90 bash -c "$NCU --clock-control none -k regex:'_gate_up_kernel|_down_kernel|_sum_k_kernel|_group_' -c 8 --section SpeedOfLight --section Occupancy --section LaunchStats python benchmarks/ncu_kernels.py --only grouped4096 > $OUT/ncu.txt 2>&1"
+    ;;
+  BC) # session 11: the graph's call count (1 set, as bench moe captures at T >= 8, against 2 and 8) as the cause of
+      # the bench/sweep gap at T=32/64; predicted: if it is, 1 set reads ~30 us slower than 8 at every T
+    run probe-sets 150 python benchmarks/probe_sets.py --tokens 8,32,64,256 --sets 1,2,8
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
