@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BC    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BD    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -438,6 +438,15 @@ case "${1:?stage A to G}" in
   BC) # session 11: the graph's call count (1 set, as bench moe captures at T >= 8, against 2 and 8) as the cause of
       # the bench/sweep gap at T=32/64; predicted: if it is, 1 set reads ~30 us slower than 8 at every T
     run probe-sets 150 python benchmarks/probe_sets.py --tokens 8,32,64,256 --sets 1,2,8
+    ;;
+  BD) # session 11: the grouped path's new defaults at every real shape in bf16 (T=64, 256 and 1024: the prefill tiles
+      # and the chunked grouping), and the engine's bf16 parity with transformers (its prefill runs the grouped path)
+    IDS=()
+    for shp in 128-2048-768-8-0 256-2048-512-8-512 256-2048-128-8-0 32-2880-2880-4-0 64-2048-1408-6-0 60-2048-1408-4-0; do
+      for t in 64 256 1024; do IDS+=("tests/kernels/test_moe.py::test_gpu_bf16_real_shapes[$shp-$t]"); done
+    done
+    run gpu-tests 150 python -m pytest "${IDS[@]}" -q -p no:cacheprovider --tb=short -rf
+    run gpu-tests-engine 120 python -m pytest tests/engine/test_parity.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -423,7 +423,7 @@ GPU_SHAPES = [  # E, H, I, k, shared I  — real models
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="bf16 tensor-core paths need a CUDA GPU (the interpreter has no bf16 dot)")
-@pytest.mark.parametrize("T", [1, 2, 8, 16, 64, 256])
+@pytest.mark.parametrize("T", [1, 2, 8, 16, 64, 256, 1024])  # 1024: the prefill tiles, the chunked grouping
 @pytest.mark.parametrize("E,H,I,k,SI", GPU_SHAPES)
 def test_gpu_bf16_real_shapes(E, H, I, k, SI, T):
     seeds = 100 if T <= 16 else 10
