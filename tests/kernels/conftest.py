@@ -224,8 +224,8 @@ SM90_JOBS = {
     "moe_group_place": ("moe_grouped", "_group_place_kernel",
                         {"ids_ptr": "*i32", "off_ptr": "*i32", "order_ptr": "*i32"},
                         {"CHUNK": 1024, "E_PAD": 128}, ["ids_ptr", "off_ptr", "order_ptr"]),
-    "moe_sum_k": ("moe_grouped", "_sum_k_kernel",
-                  {"y_ptr": "*fp32", "extra_ptr": "*fp32", "ids_ptr": "*i32", "out_ptr": "*bf16"},
+    "moe_sum_k": ("moe_grouped", "_sum_k_kernel",  # y and the shared expert's rows in bf16 (Y_LOWP, the default)
+                  {"y_ptr": "*bf16", "extra_ptr": "*bf16", "ids_ptr": "*i32", "out_ptr": "*bf16"},
                   {"K_TOP": 8, "K_PAD": 8, "HAS_EXTRA": False, "BLOCK": 1024},
                   ["y_ptr", "out_ptr", "H", "s_ot"]),
     "greedy_emit": ("sample", "_greedy_emit_kernel",  # batch 1, V=151,936: 38 chunks of 4096

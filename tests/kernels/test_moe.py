@@ -154,14 +154,14 @@ def test_grouped_on_library_grouped_mm():
 
 @pytest.mark.parametrize("flags", [dict(N_FASTEST=True), dict(Y_LOWP=True), dict(TMA=True),
                                    dict(N_FASTEST=True, Y_LOWP=True, TMA=True)])
-@pytest.mark.parametrize("T,E,H,I,k,dtype", [(40, 8, 80, 40, 2, torch.float16), (24, 6, 48, 32, 3, torch.float32),
+@pytest.mark.parametrize("T,E,H,I,k,dtype", [(40, 8, 88, 40, 2, torch.float16), (24, 6, 56, 32, 3, torch.float32),
                                               (256, 128, 2048, 768, 8, torch.bfloat16)])
 def test_grouped_variants(monkeypatch, flags, T, E, H, I, k, dtype):
     """The grouped path's prefill options: column blocks on consecutive programs (1-D grid), per-pair outputs in the
-    input dtype, weight and act tiles by tensor descriptor. Odd sizes: H=80 over 32-wide K chunks (zero-filled
-    columns), I=40 over 16-column blocks (the last gate block reads up rows; the last down block of H the next
-    expert's rows), the last expert hit (its rows end the tensors), a shared expert. fp16/fp32 on the CPU; bf16 at
-    Qwen3-30B-A3B's shapes on a GPU."""
+    input dtype, weight and act tiles by tensor descriptor. Odd sizes: H=88 and 56 over 32-wide K chunks
+    (zero-filled columns) and 16-row column blocks (the last down block of H reads the next expert's rows), I=40
+    over 16-column blocks (the last gate block reads up rows), the last expert hit (its rows end the tensors), a
+    shared expert. fp16/fp32 on the CPU; bf16 at Qwen3-30B-A3B's shapes on a GPU."""
     from moelab.kernels.moe_grouped import moe_grouped
     if dtype == torch.bfloat16 and not CUDA:
         pytest.skip("bf16 at Qwen3-30B-A3B's shapes: a CUDA GPU (the interpreter has no bf16 dot)")
@@ -190,6 +190,9 @@ def test_grouped_down_tiles_of_its_own():
         cfg = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, num_warps=4, num_stages=2, TMA=tma,
                    DOWN=dict(BLOCK_N=32, BLOCK_K=16, num_warps=4, num_stages=2))
         assert rel(moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(40, 80, x.dtype), config=cfg), ref) <= TOL[x.dtype]
+    for bad in (dict(N_FASTEST=False), dict(BLOCK_M=32), dict(TMA=False)):  # the grid and the tiles are shared
+        with pytest.raises(ValueError, match="DOWN: only BLOCK_N, BLOCK_K, num_warps, num_stages"):
+            moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(40, 80, x.dtype), config=dict(DOWN=bad))
 
 
 @pytest.mark.parametrize("T,renorm,shared", [(1, True, None), (1, False, (24, True)), (3, True, None), (9, True, None)])
@@ -336,6 +339,8 @@ def test_fused_grouping_equals_torch(T, E, k, bm):
     ids = torch.randint(0, E, (T, k), generator=g, dtype=torch.int32).to(DEV)
     for got, want in zip(group_pairs(ids, E, bm, fused=True), group_pairs(ids, E, bm, fused=False)):
         assert torch.equal(got, want)
+    for got, want in zip(group_pairs(ids.long(), E, bm, fused=True), group_pairs(ids, E, bm, fused=False)):
+        assert torch.equal(got, want)  # int64 ids, as torch.topk gives them
 
 
 @pytest.mark.parametrize("T,E,k,bm,chunk", [(40, 8, 2, 16, 16), (33, 60, 4, 64, 32), (64, 3, 8, 16, 64),
@@ -352,6 +357,15 @@ def test_chunked_grouping_equals_torch(T, E, k, bm, chunk):
         assert T * k > 1024
     for got, want in zip(group_pairs(ids, E, bm, fused=True, chunk=chunk), group_pairs(ids, E, bm, fused=False)):
         assert torch.equal(got, want)
+    # int64 ids (torch.topk's): the same arrays; one huge enough to wrap into range as int32 counts nowhere, as E does.
+    for got, want in zip(group_pairs(ids.long(), E, bm, fused=True, chunk=chunk), group_pairs(ids, E, bm, fused=False)):
+        assert torch.equal(got, want)
+    big, edge = ids.long(), ids.clone()
+    big[0, 0], edge[0, 0] = 2**32 + 1, E
+    got, want = group_pairs(big, E, bm, fused=True, chunk=chunk), group_pairs(edge, E, bm, fused=True, chunk=chunk)
+    n = ids.numel() - 1
+    assert int(got[2].sum()) == n and torch.equal(got[0][:n], want[0][:n])
+    assert all(torch.equal(a, b) for a, b in zip(got[1:], want[1:]))
     bad = ids.clone()
     bad[1, 0] = E
     order, start, count, cum_tiles = group_pairs(bad, E, bm, fused=True, chunk=chunk)

@@ -284,6 +284,10 @@ def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int |
     power of two; by default `group_chunk`); not fused: torch ops (the reference the kernels are tested against)."""
     flat = ids.reshape(-1)
     P = flat.numel()
+    if fused and flat.dtype != torch.int32:
+        # The kernels' histograms take 32-bit ids (torch.topk gives int64): out-of-range ids become -1 first, so a
+        # huge one cannot wrap into range (they are counted nowhere either way; `_sum_k_kernel` poisons the token).
+        flat = torch.where((flat >= 0) & (flat < E), flat, -1).to(torch.int32)
     if fused:
         buf = torch.empty(P + 3 * E, dtype=torch.int32, device=ids.device)
         order, start, count, cum_tiles = buf[:P], buf[P:P + E], buf[P + E:P + 2 * E], buf[P + 2 * E:]
@@ -350,6 +354,10 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
         **meta)
     # The down GEMM (K = I, short: 12 chunks of 64 at Qwen3-30B-A3B) may take its own column tiles and pipeline:
     # cfg["DOWN"] = {BLOCK_N, BLOCK_K, num_warps, num_stages}; the token tiles are the grouping's.
+    extra = set(cfg.get("DOWN", {})) - {"BLOCK_N", "BLOCK_K", "num_warps", "num_stages"}
+    if extra:
+        raise ValueError(f"grouped config DOWN: only BLOCK_N, BLOCK_K, num_warps, num_stages may differ from the "
+                         f"gate/up GEMM's, got {sorted(extra)}")
     down = dict(meta, **cfg.get("DOWN", {}))
     if tma and cfg.get("DOWN"):
         w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [down["BLOCK_N"], down["BLOCK_K"]])

@@ -96,7 +96,7 @@ def _router_kernel(
         tl.store(cnt_ptr, 0)
 
 
-ROUTER_TILE = 16384  # elements of the [T_PAD, BLOCK_E, BLOCK_H] product per program, on 8 warps above 8K
+ROUTER_TILE = 16384  # elements of the [T_PAD, BLOCK_E, BLOCK_H] product per program at 8+ rows (8 warps above 8K)
 
 
 def router_config(T: int, E: int, H: int, block_e: int = 1, num_warps: int | None = None) -> dict:
@@ -106,10 +106,11 @@ def router_config(T: int, E: int, H: int, block_e: int = 1, num_warps: int | Non
     last arriver's reductions inside a warp. At T=8, x in one chunk of all H=2048 (each program reads x once from L2,
     not twice) on 8 warps: 6.57 µs against 8.25 for the 1024-wide chunks of an 8K tile on 8 warps and 9.54 on 4
     (session 11, gpu-session-AV-…; the sweep's weight rotation makes every figure ~2 µs above session 9's 5.99).
-    T=2..4 had all of H in one chunk already (4 warps, unmeasured against 8); MOELAB_ROUTER_TILE=8192 gives the
-    earlier tiles for an A/B."""
+    Below 8 rows the earlier 8K tile stays (T=2..4 at H=2048 read all of H in one chunk with it already; larger H
+    there is unmeasured either way); MOELAB_ROUTER_TILE=8192 gives the earlier tiles at 8 and 16 rows too, for an
+    A/B."""
     t_pad = next_pow2(T)
-    tile = env_int("MOELAB_ROUTER_TILE", ROUTER_TILE)
+    tile = env_int("MOELAB_ROUTER_TILE", ROUTER_TILE) if t_pad >= 8 else 8192
     block_h = max(16, min(next_pow2(H), tile // (t_pad * block_e)))
     if num_warps is None:
         num_warps = 1 if T == 1 else (8 if t_pad * block_e * block_h > 8192 else 4)
