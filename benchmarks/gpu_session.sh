@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BD    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BE    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -447,6 +447,14 @@ case "${1:?stage A to G}" in
     done
     run gpu-tests 120 python -m pytest "${IDS[@]}" -q -p no:cacheprovider --tb=short -rf
     run gpu-tests-engine 90 python -m pytest tests/engine/test_parity.py -q -p no:cacheprovider --tb=short -rf
+    ;;
+  BE) # for session 12: WIDE (prepared in session 11, unmeasured): gate and up as one interleaved [64, 256] operand of
+      # one dot, so each x tile is read from shared memory once per K chunk, not twice (254 registers, no spill, the
+      # same 147 KB of shared memory as the shipped form's 176-211; sm_90, Triton 3.6). Gate/up is 457 of the 764 us
+      # at T=4096: predicted 0 to -10 % of it (the shipped form has its weights by TMA, WIDE by pointers: TMA alone
+      # was worth 2.7 %). Its bf16 test first, then the two-pass sweep (the WIDE row against the default)
+    run gpu-tests 90 python -m pytest tests/kernels/test_moe.py -k "grouped_variants" -q -p no:cacheprovider --tb=short -rf
+    run sweep-grouped 240 python benchmarks/sweep_moe.py --shapes "" --grouped 256,4096 --grouped-variants --samples 10
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

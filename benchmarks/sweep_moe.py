@@ -45,7 +45,8 @@ def main() -> None:
     ap.add_argument("--grouped-variants", action="store_true",
                     help="with --grouped: instead of the tile sweep, the default config without each of N_FASTEST "
                          "(column blocks of a token tile on consecutive programs), Y_LOWP (per-pair outputs in bf16), "
-                         "TMA (weight and act tiles by tensor descriptor), the Triton grouping; the down GEMM's own "
+                         "TMA (weight and act tiles by tensor descriptor), the Triton grouping; with WIDE (gate and "
+                         "up as one dot); the down GEMM's own "
                          "tiles (T >= 2048); and all three options at a few tiles")
     ap.add_argument("--spin", default="", help="pairs mode: only the default config, with these nanosleep backoffs "
                     "(ns, comma-separated; 0 = the tight spin) in the phase-2 wait")
@@ -233,7 +234,7 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False) -> dict:
     if variants:
         base = grouped_config(T * k, E, H, I)
         off = [{}, dict(N_FASTEST=False), dict(Y_LOWP=False), dict(TMA=False),
-               dict(N_FASTEST=False, Y_LOWP=False, TMA=False), dict(GROUP_FUSED=False)]
+               dict(N_FASTEST=False, Y_LOWP=False, TMA=False), dict(GROUP_FUSED=False), dict(WIDE=True)]
         cfgs = [dict(base, **f) for f in off]
         if T >= 2048:  # the down GEMM's own tiles (K = I = 768: 12 chunks of 64)
             cfgs += [dict(base, DOWN=d) for d in (

@@ -153,12 +153,13 @@ def test_grouped_on_library_grouped_mm():
 
 
 @pytest.mark.parametrize("flags", [dict(N_FASTEST=True), dict(Y_LOWP=True), dict(TMA=True),
-                                   dict(N_FASTEST=True, Y_LOWP=True, TMA=True)])
+                                   dict(N_FASTEST=True, Y_LOWP=True, TMA=True), dict(WIDE=True),
+                                   dict(WIDE=True, N_FASTEST=True, Y_LOWP=True, TMA=True)])
 @pytest.mark.parametrize("T,E,H,I,k,dtype", [(40, 8, 88, 40, 2, torch.float16), (24, 6, 56, 32, 3, torch.float32),
                                               (256, 128, 2048, 768, 8, torch.bfloat16)])
 def test_grouped_variants(monkeypatch, flags, T, E, H, I, k, dtype):
     """The grouped path's prefill options: column blocks on consecutive programs (1-D grid), per-pair outputs in the
-    input dtype, weight and act tiles by tensor descriptor. Odd sizes: H=88 and 56 over 32-wide K chunks
+    input dtype, weight and act tiles by tensor descriptor, gate and up as one interleaved operand (WIDE). Odd sizes: H=88 and 56 over 32-wide K chunks
     (zero-filled columns) and 16-row column blocks (the last down block of H reads the next expert's rows), I=40
     over 16-column blocks (the last gate block reads up rows), the last expert hit (its rows end the tensors), a
     shared expert. fp16/fp32 on the CPU; bf16 at Qwen3-30B-A3B's shapes on a GPU."""
@@ -478,14 +479,14 @@ def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):
 
 
 @pytest.mark.parametrize("job", ["moe_pairs", "moe_t1", "moe_decode", "moe_decode_tma", "moe_gate_up", "moe_down",
-                                 "moe_gate_up_tma", "moe_down_tma", "route_grouped", "moe_group_sort", "moe_sum_k",
+                                 "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "route_grouped", "moe_group_sort", "moe_sum_k",
                                  "moe_group_count", "moe_group_scan", "moe_group_place"])
 def test_compiles_for_sm90(sm90, job):
     """The interpreter cannot see compile-only errors (a name bound in one branch of a runtime `if` passed it
     here and failed on the H200 once): every MoE kernel must also compile for sm_90 on the CPU."""
     assert "error" not in sm90[job], sm90[job].get("error")
     ptx = sm90[job]["ptx"]
-    grouped = ("moe_gate_up", "moe_down", "moe_gate_up_tma", "moe_down_tma")
+    grouped = ("moe_gate_up", "moe_down", "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide")
     if job in grouped:
         assert "mma" in ptx  # tensor-core instructions, not FMA loops
     if job in ("moe_gate_up_tma", "moe_down_tma"):

@@ -139,6 +139,7 @@ def _gate_up_kernel(
     E_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PREC: tl.constexpr, N_FASTEST: tl.constexpr = False,
     TMA: tl.constexpr = False,  # weight tiles by tensor descriptor (w13 as [E·2I, H]), not pointer loads
+    WIDE: tl.constexpr = False,  # gate and up as one [BLOCK_K, 2·BLOCK_N] operand of one dot (pointer loads)
 ):
     pid_m, pid_n = _tile_pids(I, BLOCK_N, N_FASTEST)
     total = tl.load(cum_tiles_ptr + E - 1)
@@ -149,29 +150,54 @@ def _gate_up_kernel(
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         nmask = offs_n < I
         wbase = w13_ptr + e.to(tl.int64) * s_w13e
-        acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k0 in range(0, H, BLOCK_K):
-            offs_k = k0 + tl.arange(0, BLOCK_K)
-            kmask = offs_k < H
-            a = tl.load(x_ptr + tok[:, None] * s_xt + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0.0)
-            if TMA:
-                # Rows past this expert's gate (or up) block feed only act columns the store masks; columns past H
-                # and rows past E·2I arrive as zeros.
-                row0 = e * (2 * I) + pid_n * BLOCK_N
-                wg = tl.trans(w13_desc.load([row0, k0]))
-                wu = tl.trans(w13_desc.load([row0 + I, k0]))
-            else:
-                wg = tl.load(wbase + offs_n[None, :] * s_w13r + offs_k[:, None], mask=nmask[None, :] & kmask[:, None],
-                             other=0.0)
-                wu = tl.load(wbase + (offs_n + I)[None, :] * s_w13r + offs_k[:, None],
-                             mask=nmask[None, :] & kmask[:, None], other=0.0)
-            acc_g = tl.dot(a, wg, acc_g, input_precision=PREC)
-            acc_u = tl.dot(a, wu, acc_u, input_precision=PREC)
-        act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
+        if WIDE:
+            act = _gate_up_wide(x_ptr, wbase, tok, mmask, pid_n, H, I, s_xt, s_w13r, BLOCK_M, BLOCK_N, BLOCK_K, PREC)
+        else:  # gate and up as two dots on two accumulators
+            acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k0 in range(0, H, BLOCK_K):
+                offs_k = k0 + tl.arange(0, BLOCK_K)
+                kmask = offs_k < H
+                a = tl.load(x_ptr + tok[:, None] * s_xt + offs_k[None, :], mask=mmask[:, None] & kmask[None, :],
+                            other=0.0)
+                if TMA:
+                    # Rows past this expert's gate (or up) block feed only act columns the store masks; columns past
+                    # H and rows past E·2I arrive as zeros.
+                    row0 = e * (2 * I) + pid_n * BLOCK_N
+                    wg = tl.trans(w13_desc.load([row0, k0]))
+                    wu = tl.trans(w13_desc.load([row0 + I, k0]))
+                else:
+                    wg = tl.load(wbase + offs_n[None, :] * s_w13r + offs_k[:, None],
+                                 mask=nmask[None, :] & kmask[:, None], other=0.0)
+                    wu = tl.load(wbase + (offs_n + I)[None, :] * s_w13r + offs_k[:, None],
+                                 mask=nmask[None, :] & kmask[:, None], other=0.0)
+                acc_g = tl.dot(a, wg, acc_g, input_precision=PREC)
+                acc_u = tl.dot(a, wu, acc_u, input_precision=PREC)
+            act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
         rows = seg + offs_m
         tl.store(act_ptr + rows[:, None].to(tl.int64) * I + offs_n[None, :], act.to(act_ptr.dtype.element_ty),
                  mask=mmask[:, None] & nmask[None, :])
+
+
+@triton.jit
+def _gate_up_wide(x_ptr, wbase, tok, mmask, pid_n, H, I, s_xt, s_w13r,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PREC: tl.constexpr):
+    """The same tile as one dot: column 2j of the weight operand is gate row j, column 2j+1 up row j (each a
+    contiguous run along K, as the pointer loads want), so each x tile is read from shared memory once per K chunk,
+    not twice, and the accumulator's column pairs split into gate and up. Prepared in session 11, unmeasured."""
+    offs_c = tl.arange(0, 2 * BLOCK_N)
+    col = pid_n * BLOCK_N + offs_c // 2
+    wrow = col + (offs_c % 2) * I
+    cmask = col < I
+    acc = tl.zeros((BLOCK_M, 2 * BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, H, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)
+        kmask = offs_k < H
+        a = tl.load(x_ptr + tok[:, None] * s_xt + offs_k[None, :], mask=mmask[:, None] & kmask[None, :], other=0.0)
+        w = tl.load(wbase + wrow[None, :] * s_w13r + offs_k[:, None], mask=cmask[None, :] & kmask[:, None], other=0.0)
+        acc = tl.dot(a, w, acc, input_precision=PREC)
+    g, u = tl.split(tl.reshape(acc, (BLOCK_M, BLOCK_N, 2)))
+    return g / (1.0 + tl.exp(-g)) * u
 
 
 @triton.jit
@@ -239,7 +265,7 @@ def grouped_config(P: int, E: int, H: int, I: int) -> dict:
     --grouped-variants, gpu-session-AW-…): N_FASTEST (a 1-D grid, the column blocks of one token tile on consecutive
     programs: at T=4096 the down GEMM's act rows stay in L2 across its 16 column blocks), Y_LOWP (the per-pair
     outputs in the input dtype: at T=4096 268 MB less written and read), TMA (weight and act tiles by tensor
-    descriptor). Each alone at T=4096 (128 × 128, 4 stages): 1,110 µs → 1,021 / 1,000 / 1,097; all three 891, and
+    descriptor). WIDE (gate and up as one operand of one dot, by pointer loads; off) is prepared, unmeasured. Each alone at T=4096 (128 × 128, 4 stages): 1,110 µs → 1,021 / 1,000 / 1,097; all three 891, and
     on 3 stages 859 µs (360 TFLOP/s, 47 % of the bf16 rate).
       T=32 (256 pairs, 2 an expert on average): 16 × 64 tiles, 4 stages, the options: 261 µs (16 × 32, 3 stages, as
         before them: 267);
@@ -351,7 +377,7 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
 
     _gate_up_kernel[grid(I, bn)](
         x, w13, order, start, count, cum_tiles, act, w13_desc, H, I, E, k, x.stride(0), w13.stride(0), w13.stride(1),
-        **meta)
+        WIDE=bool(cfg.get("WIDE", False)), **meta)
     # The down GEMM (K = I, short: 12 chunks of 64 at Qwen3-30B-A3B) may take its own column tiles and pipeline:
     # cfg["DOWN"] = {BLOCK_N, BLOCK_K, num_warps, num_stages}; the token tiles are the grouping's.
     extra = set(cfg.get("DOWN", {})) - {"BLOCK_N", "BLOCK_K", "num_warps", "num_stages"}
