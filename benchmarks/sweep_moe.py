@@ -5,7 +5,8 @@
     python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5    # the census kernel's depth
 
 Prints, per shape and T, each config's median µs and % of the floor (floor = distinct experts ×
-bytes per expert / measured read bandwidth), best first; writes the table as JSON to $OUT if set.
+bytes per expert / measured read bandwidth), best first; writes the table as JSON to $OUT if set. Every config is
+timed in two passes, the second in reverse order (`two_pass`), and its time is the mean of the two medians.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def main() -> None:
                     grid += [dict(ROUTE="t1", BLOCK_H=bh) for bh in (1, 4, 16, 32)]
             x0, w130, w20, tw0, ids0, _ = sets[0]
             ref = ops.get("fused_moe", "eager")(x0, w130, w20, tw0, ids0, sh)
-            rows = []
+            rows, fns, errs = [], {}, {}
             for cfg in grid:
                 def f(x, w13, w2, tw, ids, lg, cfg=cfg):
                     if a.mode == "block":  # routing counted in (the route kernel, then the experts)
@@ -179,16 +180,17 @@ def main() -> None:
                     return run(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=cfg)
                 try:
                     got = f(*sets[0])
-                    err = 0.0 if cfg.get("KERNEL") == "cublas" else float((got.float() - ref.float()).norm() / ref.float().norm())
-                    m = timing.measure(f, sets, mode="graph", samples=a.samples, warmup=2)
+                    errs[len(fns)] = 0.0 if cfg.get("KERNEL") == "cublas" else float((got.float() - ref.float()).norm() / ref.float().norm())
+                    fns[len(fns)] = (cfg, f)
                 except Exception as e:  # a config that fails to compile is skipped and said
                     rows.append(dict(cfg=cfg, error=f"{type(e).__name__}: {str(e)[:80]}"))
-                    continue
-                rows.append(dict(cfg=cfg, us=m.median_us, iqr=m.iqr_us, pct=100 * floor / m.median_us, err=err))
+            for i, (us, iqr, passes) in two_pass({i: f for i, (_, f) in fns.items()}, sets, a.samples).items():
+                rows.append(dict(cfg=fns[i][0], us=us, iqr=iqr, passes_us=passes, pct=100 * floor / us, err=errs[i]))
             ok = sorted([r for r in rows if "us" in r], key=lambda r: r["us"])
             print(f"\n== {a.mode} {name} T={T} distinct={distinct:.1f} floor={floor:.2f} us (read {ceil.read_gbps:.0f} GB/s); default={base}")
             for r in ok[:6]:
-                print(f"  {r['us']:8.2f} us  ±{r['iqr']:.2f}  {r['pct']:5.1f}% floor  err {r['err']:.1e}  {r['cfg']}")
+                passes = "/".join(f"{p_:.1f}" for p_ in r["passes_us"])
+                print(f"  {r['us']:8.2f} us  ±{r['iqr']:.2f} ({passes})  {r['pct']:5.1f}% floor  err {r['err']:.1e}  {r['cfg']}")
             bad = [r for r in rows if "error" in r or r.get("err", 0) > 2e-2]
             if bad:
                 print(f"  {len(bad)} configs failed or wrong, e.g. {bad[0]}")
@@ -197,6 +199,19 @@ def main() -> None:
     for T in [int(t) for t in a.grouped.split(",") if t]:
         results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants))
         save(a, ceil, results)
+
+
+def two_pass(fns: dict, sets, samples: int) -> dict:
+    """{key: (mean of two medians µs, the larger IQR, [the two medians])} for each graph-replayed fn over sets: two
+    passes, the second in reverse order. In one forward pass the same config timed early and late in the list
+    differed by ~10 % at T=64 and 256 (session 11, stage AY), more than the effects swept; the reversed pass cancels
+    a drift linear in time, and two medians far apart say the machine moved under the sweep."""
+    times: dict = {i: [] for i in fns}
+    for order in (list(fns), list(fns)[::-1]):
+        for i in order:
+            times[i].append(timing.measure(fns[i], sets, mode="graph", samples=samples, warmup=2))
+    return {i: (sum(m.median_us for m in ms) / len(ms), max(m.iqr_us for m in ms), [m.median_us for m in ms])
+            for i, ms in times.items()}
 
 
 def save(a, ceil, results) -> None:
@@ -251,9 +266,6 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False) -> dict:
         cfgs += [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns, **alln)
                  for bm, bn, bk, nw, ns in tiles]
     cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
-    # Two passes, the second in reverse order, each config's time the mean of its two medians: in one forward pass
-    # the same config timed early and late in the list differed by ~10 % at T=64 and 256 (session 11, stage AY),
-    # more than any option's effect; the reversed pass cancels a drift that is linear in time.
     fns, errs = {}, {}
     for i, cfg in enumerate(cfgs):
         def f(x, w13, w2, tw, ids, cfg=cfg):
@@ -264,14 +276,9 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False) -> dict:
             fns[i] = f
         except Exception as e:
             rows.append(dict(cfg=cfg, error=f"{type(e).__name__}: {str(e)[:80]}"))
-    times: dict[int, list] = {i: [] for i in fns}
-    for order in (list(fns), list(fns)[::-1]):
-        for i in order:
-            times[i].append(timing.measure(fns[i], sets, mode="graph", samples=samples, warmup=2))
-    for i, ms in times.items():
-        us = sum(m.median_us for m in ms) / len(ms)
-        rows.append(dict(cfg=cfgs[i], us=us, iqr=max(m.iqr_us for m in ms), passes_us=[m.median_us for m in ms],
-                         pct=100 * floor / us, err=errs[i], tflops=flops / us / 1e6))
+    for i, (us, iqr, passes) in two_pass(fns, sets, samples).items():
+        rows.append(dict(cfg=cfgs[i], us=us, iqr=iqr, passes_us=passes, pct=100 * floor / us, err=errs[i],
+                         tflops=flops / us / 1e6))
     ok = sorted([r for r in rows if "us" in r], key=lambda r: r["us"])
     print(f"\n== grouped qwen3 T={T} floor={floor:.1f} us (bf16 {ceil.bf16_tflops:.0f} TFLOP/s)")
     for r in (ok if variants else ok[:5]):
