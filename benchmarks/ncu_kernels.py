@@ -6,8 +6,8 @@
 Qwen3-30B-A3B shapes, bf16, random weights: the census MoE kernel at T=8, the pair kernel at T=1, the tensor-core
 linear at T=8 (qkv 5120×2048, o 2048×4096), decode attention at batch 8 with 1k context (GQA 32/4 × 128), the
 one-launch router at T=8, the grouped (prefill) path at T=256 and 4096 (once with N_FASTEST, Y_LOWP and TMA off,
-once with the defaults, which have them on: the kernels of each run in that order), and the read-ceiling kernel of `moelab hw` (what the hardware counters say a pure stream
-reaches, to read the others by).
+once with the defaults, which have them on: the kernels of each run in that order), and the read-ceiling kernel of
+`moelab hw` (what the hardware counters say a pure stream reaches, to read the others by).
 Nothing is timed here: the counters are the output. Each kernel runs RUNS times on fresh inputs.
 """
 

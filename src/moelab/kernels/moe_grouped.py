@@ -265,8 +265,9 @@ def grouped_config(P: int, E: int, H: int, I: int) -> dict:
     --grouped-variants, gpu-session-AW-…): N_FASTEST (a 1-D grid, the column blocks of one token tile on consecutive
     programs: at T=4096 the down GEMM's act rows stay in L2 across its 16 column blocks), Y_LOWP (the per-pair
     outputs in the input dtype: at T=4096 268 MB less written and read), TMA (weight and act tiles by tensor
-    descriptor). WIDE (gate and up as one operand of one dot, by pointer loads; off) is prepared, unmeasured. Each alone at T=4096 (128 × 128, 4 stages): 1,110 µs → 1,021 / 1,000 / 1,097; all three 891, and
-    on 3 stages 859 µs (360 TFLOP/s, 47 % of the bf16 rate).
+    descriptor). Each alone at T=4096 (128 × 128, 4 stages): 1,110 µs → 1,021 / 1,000 / 1,097; all three 891, and
+    on 3 stages 859 µs (360 TFLOP/s, 47 % of the bf16 rate). WIDE (gate and up as one operand of one dot, by
+    pointer loads) stays off: prepared, unmeasured.
       T=32 (256 pairs, 2 an expert on average): 16 × 64 tiles, 4 stages, the options: 261 µs (16 × 32, 3 stages, as
         before them: 267);
       T=64 / 128 (4 / 8 an expert): 16 × 64, 4 stages (session 8: 316 / 356 µs; the options unmeasured here);
@@ -310,11 +311,11 @@ def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int |
     power of two; by default `group_chunk`); not fused: torch ops (the reference the kernels are tested against)."""
     flat = ids.reshape(-1)
     P = flat.numel()
-    if fused and flat.dtype != torch.int32:
-        # The kernels' histograms take 32-bit ids (torch.topk gives int64): out-of-range ids become -1 first, so a
-        # huge one cannot wrap into range (they are counted nowhere either way; `_sum_k_kernel` poisons the token).
-        flat = torch.where((flat >= 0) & (flat < E), flat, -1).to(torch.int32)
     if fused:
+        if flat.dtype != torch.int32:
+            # The kernels' histograms take 32-bit ids (torch.topk gives int64): out-of-range ids become -1 first, so
+            # a huge one cannot wrap into range (counted nowhere either way; `_sum_k_kernel` poisons the token).
+            flat = torch.where((flat >= 0) & (flat < E), flat, -1).to(torch.int32)
         buf = torch.empty(P + 3 * E, dtype=torch.int32, device=ids.device)
         order, start, count, cum_tiles = buf[:P], buf[P:P + E], buf[P + E:P + 2 * E], buf[P + 2 * E:]
         e_pad = next_pow2(E)
@@ -348,6 +349,10 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     k = ids.shape[1]
     P = T * k
     bm = cfg.get("BLOCK_M", 64)
+    extra = set(cfg.get("DOWN", {})) - {"BLOCK_N", "BLOCK_K", "num_warps", "num_stages"}
+    if extra:  # said before anything launches: the grid and the token tiles are shared with the gate/up GEMM
+        raise ValueError(f"grouped config DOWN: only BLOCK_N, BLOCK_K, num_warps, num_stages may differ from the "
+                         f"gate/up GEMM's, got {sorted(extra)}")
     order, start, count, cum_tiles = group_pairs(ids, E, bm, fused=cfg.get("GROUP_FUSED", True),
                                                  chunk=cfg.get("GROUP_CHUNK"))
     if cfg.get("GEMM", "triton") == "grouped_mm":
@@ -380,10 +385,6 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
         WIDE=bool(cfg.get("WIDE", False)), **meta)
     # The down GEMM (K = I, short: 12 chunks of 64 at Qwen3-30B-A3B) may take its own column tiles and pipeline:
     # cfg["DOWN"] = {BLOCK_N, BLOCK_K, num_warps, num_stages}; the token tiles are the grouping's.
-    extra = set(cfg.get("DOWN", {})) - {"BLOCK_N", "BLOCK_K", "num_warps", "num_stages"}
-    if extra:
-        raise ValueError(f"grouped config DOWN: only BLOCK_N, BLOCK_K, num_warps, num_stages may differ from the "
-                         f"gate/up GEMM's, got {sorted(extra)}")
     down = dict(meta, **cfg.get("DOWN", {}))
     if tma and cfg.get("DOWN"):
         w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [down["BLOCK_N"], down["BLOCK_K"]])
