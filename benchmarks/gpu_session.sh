@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BE    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BF    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -455,6 +455,16 @@ case "${1:?stage A to G}" in
       # was worth 2.7 %). Its bf16 test first, then the two-pass sweep (the WIDE row against the default)
     run gpu-tests 90 python -m pytest tests/kernels/test_moe.py -k "grouped_variants" -q -p no:cacheprovider --tb=short -rf
     run sweep-grouped 240 python benchmarks/sweep_moe.py --shapes "" --grouped 256,4096 --grouped-variants --samples 10
+    ;;
+  BF) # session 12. BE: WIDE won at T=4096 (769 -> 747 us, pointer weights), DOWN 256-column tiles too (769 -> 763);
+      # both are the T>=1024 default now, WIDE's weights by TMA (one [2, 128, 64] box; 176 registers against the
+      # pointer form's 254). New: the loop form, TAIL (small tiles for each expert's remainder: ~20 % of the 128-row
+      # tiles' MMA rows are padding at T=4096, ~75 % of the 64-row ones at T=256) and PERSIST (programs per SM
+      # walking the tiles; no surplus programs). Predicted at T=4096: WIDE by TMA -5..-15 us, TAIL=32 -3..-7 %,
+      # PERSIST 0..-2 %; at T=256 TAIL=16 -5..-15 %. bf16 tests first, then the sweep; the MoE bench at T=256/4096.
+    run gpu-tests 150 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf \
+      -k "grouped_loop_form_bf16 or grouped_variants or (gpu_bf16_real_shapes and 1024)"
+    run sweep-loop 240 python benchmarks/sweep_moe.py --shapes "" --grouped 256,1024,4096 --loop-variants --samples 10
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
