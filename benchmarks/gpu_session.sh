@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BF    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BG    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -465,6 +465,17 @@ case "${1:?stage A to G}" in
     run gpu-tests 150 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf \
       -k "grouped_loop_form_bf16 or grouped_variants or (gpu_bf16_real_shapes and 1024)"
     run sweep-loop 240 python benchmarks/sweep_moe.py --shapes "" --grouped 256,1024,4096 --loop-variants --samples 10
+    ;;  # (ran at 735cdf7: the loop form lost everywhere and is gone, with --loop-variants; docs/worklog.md)
+  BG) # session 12: the record with WIDE by TMA and the 256-column down tiles as the T>=1024 default. BF's tests ran
+      # out of time (22 passed, none failed): the bf16 ones again with more time; the grouped variants at T=4096 (K
+      # chunks of 128 on 2 stages added); bench moe for Qwen3-30B-A3B at every T and for Qwen3.5 (tp 1 and the tp=4
+      # shard, last measured in session 2).
+    run gpu-tests 220 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf \
+      -k "grouped_variants or (gpu_bf16_real_shapes and 1024)"
+    run sweep-grouped 90 python benchmarks/sweep_moe.py --shapes "" --grouped 4096 --grouped-variants --samples 10
+    run bench-moe 120 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    run bench-moe-35 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tokens 1,2,4,8,16 --samples 10 --save
+    run bench-moe-35tp 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

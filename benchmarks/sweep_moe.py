@@ -49,10 +49,6 @@ def main() -> None:
                          "TMA (weight and act tiles by tensor descriptor), the Triton grouping; with WIDE (gate and "
                          "up as one dot); the down GEMM's own "
                          "tiles (T >= 2048); and all three options at a few tiles")
-    ap.add_argument("--loop-variants", action="store_true",
-                    help="with --grouped: the default config against the loop form's options (TAIL: small tiles for "
-                         "each expert's remainder; PERSIST: programs per SM walking the tiles) and, at T >= 2048, the "
-                         "default's WIDE and DOWN choices each undone")
     ap.add_argument("--spin", default="", help="pairs mode: only the default config, with these nanosleep backoffs "
                     "(ns, comma-separated; 0 = the tight spin) in the phase-2 wait")
     ap.add_argument("--stages", default="", help="decode mode, T > 1: also the census kernel at these num_stages "
@@ -201,7 +197,7 @@ def main() -> None:
             results.append(dict(mode=a.mode, shape=name, T=T, floor_us=floor, distinct=distinct, rows=rows))
             save(a, ceil, results)
     for T in [int(t) for t in a.grouped.split(",") if t]:
-        results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants, a.loop_variants))
+        results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants))
         save(a, ceil, results)
 
 
@@ -225,7 +221,7 @@ def save(a, ceil, results) -> None:
             json.dump(dict(env=timing.env_record(), read_gbps=ceil.read_gbps, results=results), fh, indent=1)
 
 
-def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, loop: bool = False) -> dict:
+def sweep_grouped(T: int, ceil, samples: int, variants: bool = False) -> dict:
     """Prefill path at Qwen3-30B-A3B shapes: % of the measured bf16 matmul rate (FLOPs = 2·T·k·3·H·I)."""
     E, H, I, k = 128, 2048, 768, 8
     dev, dt = "cuda", torch.bfloat16
@@ -253,11 +249,14 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, loop: bool
     if variants:
         base = grouped_config(T * k, E, H, I)
         off = [{}, dict(N_FASTEST=False), dict(Y_LOWP=False), dict(TMA=False),
-               dict(N_FASTEST=False, Y_LOWP=False, TMA=False), dict(GROUP_FUSED=False), dict(WIDE=True)]
+               dict(N_FASTEST=False, Y_LOWP=False, TMA=False), dict(GROUP_FUSED=False),
+               dict(WIDE=not base.get("WIDE", False))]
         cfgs = [dict(base, **f) for f in off]
-        if T >= 2048:  # the down GEMM's own tiles (K = I = 768: 12 chunks of 64)
+        if T >= 2048:  # WIDE's weights by pointers; the down GEMM's own tiles (K = I = 768: 12 chunks of 64)
+            cfgs += [dict(base, WIDE_TMA=False), dict(base, BLOCK_K=128, num_stages=2)]
             cfgs += [dict(base, DOWN=d) for d in (
-                dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3),
+                dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3),
+                dict(BLOCK_N=256, BLOCK_K=128, num_warps=8, num_stages=2),
                 dict(BLOCK_N=128, BLOCK_K=128, num_warps=8, num_stages=3),
                 dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=2),
                 dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=3),
@@ -269,17 +268,6 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, loop: bool
                   (16, 64, 64, 4, 3), (16, 128, 64, 4, 4), (32, 64, 64, 4, 3)])
         cfgs += [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns, **alln)
                  for bm, bn, bk, nw, ns in tiles]
-    if loop:
-        base = grouped_config(T * k, E, H, I)
-        bm = base["BLOCK_M"]
-        opts = [{}] + [dict(TAIL=t_) for t_ in (16, 32, 64) if t_ < bm]
-        opts += [dict(o, PERSIST=p_) for o in opts[:3] for p_ in ((1,) if bm >= 128 else (2, 4))]
-        if T >= 2048:
-            opts += [dict(WIDE_TMA=False), dict(WIDE=False), dict(DOWN={}), dict(num_stages=4),
-                     dict(TAIL=32, PERSIST=1, DOWN=dict(base["DOWN"], PERSIST=1))]
-        else:
-            opts += [dict(WIDE=True), dict(WIDE=True, TAIL=16)]
-        cfgs = [dict(base, **o) for o in opts]
     cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
     fns, errs = {}, {}
     for i, cfg in enumerate(cfgs):
@@ -296,7 +284,7 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, loop: bool
                          tflops=flops / us / 1e6))
     ok = sorted([r for r in rows if "us" in r], key=lambda r: r["us"])
     print(f"\n== grouped qwen3 T={T} floor={floor:.1f} us (bf16 {ceil.bf16_tflops:.0f} TFLOP/s)")
-    for r in (ok if variants or loop else ok[:5]):
+    for r in (ok if variants else ok[:5]):
         passes = "/".join(f"{p_:.0f}" for p_ in r.get("passes_us", []))
         print(f"  {r['us']:9.1f} us  ±{r['iqr']:.1f} ({passes})  {r['tflops']:6.1f} TFLOP/s  {r['pct']:5.1f}% floor  "
               f"err {r['err']:.1e}  {r['cfg']}")

@@ -194,64 +194,8 @@ def test_grouped_down_tiles_of_its_own():
                    DOWN=dict(BLOCK_N=32, BLOCK_K=16, num_warps=4, num_stages=2))
         assert rel(moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(40, 80, x.dtype), config=cfg), ref) <= TOL[x.dtype]
     for bad in (dict(N_FASTEST=False), dict(BLOCK_M=32), dict(TMA=False)):  # the grid and the tiles are shared
-        with pytest.raises(ValueError, match="DOWN: only BLOCK_N, BLOCK_K, num_warps, num_stages, PERSIST"):
+        with pytest.raises(ValueError, match="DOWN: only BLOCK_N, BLOCK_K, num_warps, num_stages"):
             moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(40, 80, x.dtype), config=dict(DOWN=bad))
-
-
-# Expert counts that hit every case of the loop form's plan at BLOCK_M=32, TAIL=16: a whole tile (r=0), r at half a
-# tile (small tiles), one past half (a big tile), none, one, two tiles and one past half, a tile and a small one.
-_LOOP_COUNTS = [32, 16, 17, 0, 1, 49, 40]
-
-
-@pytest.mark.parametrize("flags", [dict(PERSIST=1), dict(TAIL=16), dict(TAIL=16, PERSIST=2),
-                                   dict(TAIL=16, PERSIST=1, TMA=True), dict(TAIL=16, PERSIST=1, WIDE=True, TMA=True),
-                                   dict(TAIL=16, DOWN=dict(PERSIST=1, BLOCK_N=32))])
-@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
-def test_grouped_loop_form(flags, dtype):
-    """The loop form: tiles from the counts (`_tile_plan`), small TAIL-row tiles for an expert's remainder up to half
-    a tile, programs walking several tiles each (PERSIST: 3 SMs under the interpreter). Each expert's count set by
-    hand (k=1) so that every remainder case occurs; a shared expert rides along. PERSIST alone keeps the plain form's
-    tiles: bitwise its output."""
-    from moelab.kernels.moe_grouped import moe_grouped
-    E, H, I = len(_LOOP_COUNTS), 56, 48
-    T = sum(_LOOP_COUNTS)
-    ids = torch.cat([torch.full((c,), e, dtype=torch.int32) for e, c in enumerate(_LOOP_COUNTS)])
-    ids = ids[torch.randperm(T, generator=torch.Generator().manual_seed(1))][:, None].to(DEV)
-    x, w13, w2, _, _, sh = make(T, E, H, I, 1, dtype, seed=5, shared=(24, True))
-    w = torch.rand(T, 1, generator=torch.Generator().manual_seed(2)).to(DEV)
-    cfg = dict(BLOCK_M=32, BLOCK_N=16, BLOCK_K=32, num_warps=4, num_stages=2, N_FASTEST=True, Y_LOWP=False,
-               TMA=False)
-    out = moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(cfg, **flags))
-    assert not out.isnan().any()
-    assert rel(out, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[dtype]
-    if set(flags) == {"PERSIST"}:
-        assert torch.equal(out, moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=cfg))
-
-
-@pytest.mark.skipif(not CUDA, reason="bf16 at Qwen3-30B-A3B's shapes: a CUDA GPU (the interpreter has no bf16 dot)")
-@pytest.mark.parametrize("T,flags", [(256, dict(TAIL=16)), (256, dict(TAIL=32, PERSIST=4)), (1024, dict(PERSIST=1)),
-                                     (1024, dict(TAIL=32)), (1024, dict(TAIL=64, PERSIST=1)),
-                                     (1024, dict(TAIL=32, PERSIST=1, WIDE_TMA=False))])
-def test_grouped_loop_form_bf16(T, flags):
-    """The loop form in bf16 on the GPU over the defaults of T=256 (64-row tiles) and T=1024 (128-row tiles, WIDE by
-    TMA, 256-column down tiles), 10 seeds each."""
-    from moelab.kernels.moe_grouped import grouped_config, moe_grouped
-    for seed in range(10):
-        x, w13, w2, w, ids, _ = make(T, 128, 2048, 768, 8, torch.bfloat16, seed=seed)
-        cfg = dict(grouped_config(T * 8, 128, 2048, 768), **flags)
-        out = moe_grouped(x, w13, w2, w, ids, out=poisoned(T, 2048, torch.bfloat16), config=cfg)
-        assert rel(out, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.bfloat16]
-
-
-def test_grouped_loop_form_bad_config():
-    from moelab.kernels.moe_grouped import moe_grouped
-    x, w13, w2, w, ids, _ = make(40, 8, 64, 32, 2, torch.float32)
-    base = dict(BLOCK_M=32, BLOCK_N=16, BLOCK_K=32, num_warps=4, num_stages=2)
-    for bad, msg in ((dict(TAIL=24), "TAIL: .* power of two"), (dict(TAIL=32), "below BLOCK_M=32"),
-                     (dict(TAIL=8), "at least 16"), (dict(PERSIST=-1), "PERSIST: programs per SM"),
-                     (dict(DOWN=dict(PERSIST=-2)), "DOWN PERSIST")):
-        with pytest.raises(ValueError, match=msg):
-            moe_grouped(x, w13, w2, w, ids, out=poisoned(40, 64, x.dtype), config=dict(base, **bad))
 
 
 @pytest.mark.parametrize("T,renorm,shared", [(1, True, None), (1, False, (24, True)), (3, True, None), (9, True, None)])

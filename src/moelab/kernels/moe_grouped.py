@@ -30,47 +30,16 @@ from moelab.kernels import dot_precision as _prec
 
 @triton.jit
 def _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD: tl.constexpr, BLOCK_M: tl.constexpr):
-    """Tile pid_m's expert, the start of that expert's segment of sorted pairs, the tile's first row inside the
-    segment and the segment's length (cum_tiles: inclusive cumsum of tiles per expert)."""
+    """Tile pid_m's expert, the start of that expert's segment of sorted pairs, the tile's first row and its row
+    offsets inside the segment with their mask (cum_tiles: inclusive cumsum of tiles per expert)."""
     offs = tl.arange(0, E_PAD)
     cum = tl.load(cum_tiles_ptr + offs, mask=offs < E, other=2**30)
     e = tl.sum((cum <= pid_m).to(tl.int32), axis=0)
     prev = tl.sum(tl.where(offs == e - 1, cum, 0), axis=0)  # tiles before expert e
-    return e, tl.load(start_ptr + e), (pid_m - prev) * BLOCK_M, tl.load(count_ptr + e)
-
-
-@triton.jit
-def _tile_plan(count_ptr, E, E_PAD: tl.constexpr, BLOCK_M: tl.constexpr, TAIL: tl.constexpr):
-    """The loop form's tiles (PERSIST / TAIL), from the counts: per expert ⌊count/BLOCK_M⌋ tiles of BLOCK_M rows,
-    and its remainder r in one more of them if r > BLOCK_M/2, else (TAIL > 0) in ⌈r/TAIL⌉ tiles of TAIL rows (without
-    TAIL: ⌈count/BLOCK_M⌉ big tiles). Every big tile comes before every small one. Returns the counts, the inclusive
-    cumsums of big and small tiles per expert, and how many big tiles and tiles in all."""
-    offs = tl.arange(0, E_PAD)
-    c = tl.load(count_ptr + offs, mask=offs < E, other=0)
-    if TAIL > 0:
-        r = c % BLOCK_M
-        big = c // BLOCK_M + (r > BLOCK_M // 2).to(tl.int32)
-        small = tl.where(r > BLOCK_M // 2, 0, (r + TAIL - 1) // TAIL)
-    else:
-        big = (c + BLOCK_M - 1) // BLOCK_M
-        small = tl.zeros_like(c)
-    cum_big = tl.cumsum(big, axis=0)
-    cum_small = tl.cumsum(small, axis=0)
-    n_big = tl.sum(big, axis=0)
-    return c, cum_big, cum_small, n_big, n_big + tl.sum(small, axis=0)
-
-
-@triton.jit
-def _plan_rows(tile, c, cum_big, cum_small, n_big, start_ptr, E, E_PAD: tl.constexpr):
-    """Tile `tile` of a `_tile_plan`: its expert, the expert's segment start and length, and the tile's index among
-    the expert's big tiles (tile < n_big) or among its small ones."""
-    offs = tl.arange(0, E_PAD)
-    is_big = tile < n_big
-    q = tl.where(is_big, tile, tile - n_big)
-    cum = tl.where(is_big, cum_big, cum_small)
-    e = tl.minimum(tl.sum(((cum <= q) & (offs < E)).to(tl.int32), axis=0), E - 1)
-    prev = tl.sum(tl.where(offs == e - 1, cum, 0), axis=0)
-    return e, tl.load(start_ptr + e), tl.sum(tl.where(offs == e, c, 0), axis=0), q - prev
+    seg = tl.load(start_ptr + e)
+    m0 = (pid_m - prev) * BLOCK_M
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    return e, seg, m0, offs_m, offs_m < tl.load(count_ptr + e)
 
 
 @triton.jit
@@ -171,74 +140,44 @@ def _gate_up_kernel(
     PREC: tl.constexpr, N_FASTEST: tl.constexpr = False,
     TMA: tl.constexpr = False,  # weight tiles by tensor descriptor (w13 as [E·2I, H]; WIDE: [E·2, I, H])
     WIDE: tl.constexpr = False,  # gate and up as one [BLOCK_K, 2·BLOCK_N] operand of one dot
-    LOOP: tl.constexpr = False,  # the loop form: each program takes tiles pid, pid + programs, … of `_tile_plan`
-    TAIL: tl.constexpr = 0,  # (LOOP) rows of the small tiles that take an expert's remainder; 0: none
 ):
-    if LOOP:
-        nb = tl.cdiv(I, BLOCK_N)
-        c, cum_big, cum_small, n_big, n_all = _tile_plan(count_ptr, E, E_PAD, BLOCK_M, TAIL)
-        for t in range(tl.program_id(0), n_all * nb, tl.num_programs(0)):
-            tile = t // nb
-            e, seg, cnt, idx = _plan_rows(tile, c, cum_big, cum_small, n_big, start_ptr, E, E_PAD)
-            if TAIL > 0:
-                if tile < n_big:
-                    _gate_up_tile(x_ptr, w13_ptr, order_ptr, act_ptr, w13_desc, e, seg, idx * BLOCK_M, cnt, t % nb,
-                                  H, I, K_TOP, s_xt, s_w13e, s_w13r, BLOCK_M, BLOCK_N, BLOCK_K, PREC, TMA, WIDE)
+    pid_m, pid_n = _tile_pids(I, BLOCK_N, N_FASTEST)
+    total = tl.load(cum_tiles_ptr + E - 1)
+    if pid_m < total:
+        e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
+        pair = tl.load(order_ptr + seg + offs_m, mask=mmask, other=0)
+        tok = pair // K_TOP
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        nmask = offs_n < I
+        wbase = w13_ptr + e.to(tl.int64) * s_w13e
+        if WIDE:
+            act = _gate_up_wide(x_ptr, wbase, w13_desc, e, tok, mmask, pid_n, H, I, s_xt, s_w13r,
+                                BLOCK_M, BLOCK_N, BLOCK_K, PREC, TMA)
+        else:  # gate and up as two dots on two accumulators
+            acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k0 in range(0, H, BLOCK_K):
+                offs_k = k0 + tl.arange(0, BLOCK_K)
+                kmask = offs_k < H
+                a = tl.load(x_ptr + tok[:, None] * s_xt + offs_k[None, :], mask=mmask[:, None] & kmask[None, :],
+                            other=0.0)
+                if TMA:
+                    # Rows past this expert's gate (or up) block feed only act columns the store masks; columns past
+                    # H and rows past E·2I arrive as zeros.
+                    row0 = e * (2 * I) + pid_n * BLOCK_N
+                    wg = tl.trans(w13_desc.load([row0, k0]))
+                    wu = tl.trans(w13_desc.load([row0 + I, k0]))
                 else:
-                    _gate_up_tile(x_ptr, w13_ptr, order_ptr, act_ptr, w13_desc, e, seg,
-                                  (cnt // BLOCK_M) * BLOCK_M + idx * TAIL, cnt, t % nb,
-                                  H, I, K_TOP, s_xt, s_w13e, s_w13r, TAIL, BLOCK_N, BLOCK_K, PREC, TMA, WIDE)
-            else:
-                _gate_up_tile(x_ptr, w13_ptr, order_ptr, act_ptr, w13_desc, e, seg, idx * BLOCK_M, cnt, t % nb,
-                              H, I, K_TOP, s_xt, s_w13e, s_w13r, BLOCK_M, BLOCK_N, BLOCK_K, PREC, TMA, WIDE)
-    else:
-        pid_m, pid_n = _tile_pids(I, BLOCK_N, N_FASTEST)
-        if pid_m < tl.load(cum_tiles_ptr + E - 1):
-            e, seg, m0, cnt = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
-            _gate_up_tile(x_ptr, w13_ptr, order_ptr, act_ptr, w13_desc, e, seg, m0, cnt, pid_n,
-                          H, I, K_TOP, s_xt, s_w13e, s_w13r, BLOCK_M, BLOCK_N, BLOCK_K, PREC, TMA, WIDE)
-
-
-@triton.jit
-def _gate_up_tile(x_ptr, w13_ptr, order_ptr, act_ptr, w13_desc, e, seg, m0, cnt, pid_n,
-                  H, I, K_TOP, s_xt, s_w13e, s_w13r, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  BLOCK_K: tl.constexpr, PREC: tl.constexpr, TMA: tl.constexpr, WIDE: tl.constexpr):
-    """act[seg + m0 + i, column block pid_n] for BLOCK_M rows of expert e's segment (rows ≥ cnt masked)."""
-    offs_m = m0 + tl.arange(0, BLOCK_M)
-    mmask = offs_m < cnt
-    pair = tl.load(order_ptr + seg + offs_m, mask=mmask, other=0)
-    tok = pair // K_TOP
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    nmask = offs_n < I
-    wbase = w13_ptr + e.to(tl.int64) * s_w13e
-    if WIDE:
-        act = _gate_up_wide(x_ptr, wbase, w13_desc, e, tok, mmask, pid_n, H, I, s_xt, s_w13r,
-                            BLOCK_M, BLOCK_N, BLOCK_K, PREC, TMA)
-    else:  # gate and up as two dots on two accumulators
-        acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k0 in range(0, H, BLOCK_K):
-            offs_k = k0 + tl.arange(0, BLOCK_K)
-            kmask = offs_k < H
-            a = tl.load(x_ptr + tok[:, None] * s_xt + offs_k[None, :], mask=mmask[:, None] & kmask[None, :],
-                        other=0.0)
-            if TMA:
-                # Rows past this expert's gate (or up) block feed only act columns the store masks; columns past
-                # H and rows past E·2I arrive as zeros.
-                row0 = e * (2 * I) + pid_n * BLOCK_N
-                wg = tl.trans(w13_desc.load([row0, k0]))
-                wu = tl.trans(w13_desc.load([row0 + I, k0]))
-            else:
-                wg = tl.load(wbase + offs_n[None, :] * s_w13r + offs_k[:, None],
-                             mask=nmask[None, :] & kmask[:, None], other=0.0)
-                wu = tl.load(wbase + (offs_n + I)[None, :] * s_w13r + offs_k[:, None],
-                             mask=nmask[None, :] & kmask[:, None], other=0.0)
-            acc_g = tl.dot(a, wg, acc_g, input_precision=PREC)
-            acc_u = tl.dot(a, wu, acc_u, input_precision=PREC)
-        act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
-    rows = seg + offs_m
-    tl.store(act_ptr + rows[:, None].to(tl.int64) * I + offs_n[None, :], act.to(act_ptr.dtype.element_ty),
-             mask=mmask[:, None] & nmask[None, :])
+                    wg = tl.load(wbase + offs_n[None, :] * s_w13r + offs_k[:, None],
+                                 mask=nmask[None, :] & kmask[:, None], other=0.0)
+                    wu = tl.load(wbase + (offs_n + I)[None, :] * s_w13r + offs_k[:, None],
+                                 mask=nmask[None, :] & kmask[:, None], other=0.0)
+                acc_g = tl.dot(a, wg, acc_g, input_precision=PREC)
+                acc_u = tl.dot(a, wu, acc_u, input_precision=PREC)
+            act = acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
+        rows = seg + offs_m
+        tl.store(act_ptr + rows[:, None].to(tl.int64) * I + offs_n[None, :], act.to(act_ptr.dtype.element_ty),
+                 mask=mmask[:, None] & nmask[None, :])
 
 
 @triton.jit
@@ -279,71 +218,40 @@ def _gate_up_wide(x_ptr, wbase, w13_desc, e, tok, mmask, pid_n, H, I, s_xt, s_w1
 
 @triton.jit
 def _down_kernel(
-    act_ptr, w2_ptr, tw_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, y_ptr, act_desc, act_desc_t, w2_desc,
+    act_ptr, w2_ptr, tw_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, y_ptr, act_desc, w2_desc,
     H, I, E, s_w2e, s_w2r,
     E_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PREC: tl.constexpr, N_FASTEST: tl.constexpr = False,
-    TMA: tl.constexpr = False,  # act [P, I] and w2 (as [E·H, I]) tiles by tensor descriptor (act_desc_t: TAIL rows)
-    LOOP: tl.constexpr = False,  # as `_gate_up_kernel`'s, over the same plan
-    TAIL: tl.constexpr = 0,
+    TMA: tl.constexpr = False,  # act [P, I] and w2 (as [E·H, I]) tiles by tensor descriptor
 ):
-    if LOOP:
-        nb = tl.cdiv(H, BLOCK_N)
-        c, cum_big, cum_small, n_big, n_all = _tile_plan(count_ptr, E, E_PAD, BLOCK_M, TAIL)
-        for t in range(tl.program_id(0), n_all * nb, tl.num_programs(0)):
-            tile = t // nb
-            e, seg, cnt, idx = _plan_rows(tile, c, cum_big, cum_small, n_big, start_ptr, E, E_PAD)
-            if TAIL > 0:
-                if tile < n_big:
-                    _down_tile(act_ptr, w2_ptr, tw_ptr, order_ptr, y_ptr, act_desc, w2_desc, e, seg, idx * BLOCK_M,
-                               cnt, t % nb, H, I, s_w2e, s_w2r, BLOCK_M, BLOCK_N, BLOCK_K, PREC, TMA)
-                else:
-                    _down_tile(act_ptr, w2_ptr, tw_ptr, order_ptr, y_ptr, act_desc_t, w2_desc, e, seg,
-                               (cnt // BLOCK_M) * BLOCK_M + idx * TAIL, cnt, t % nb, H, I, s_w2e, s_w2r,
-                               TAIL, BLOCK_N, BLOCK_K, PREC, TMA)
+    pid_m, pid_n = _tile_pids(H, BLOCK_N, N_FASTEST)
+    total = tl.load(cum_tiles_ptr + E - 1)
+    if pid_m < total:
+        e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
+        rows = seg + offs_m
+        pair = tl.load(order_ptr + rows, mask=mmask, other=0)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        nmask = offs_n < H
+        wbase = w2_ptr + e.to(tl.int64) * s_w2e
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, I, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            kmask = offs_k < I
+            if TMA:
+                # Token rows past this expert's segment are the next expert's pairs, rows past H the next expert's
+                # weights: both feed only outputs the store masks. Columns past I and rows past the ends are zeros.
+                a = act_desc.load([seg + m0, k0])
+                w = tl.trans(w2_desc.load([e * H + pid_n * BLOCK_N, k0]))
             else:
-                _down_tile(act_ptr, w2_ptr, tw_ptr, order_ptr, y_ptr, act_desc, w2_desc, e, seg, idx * BLOCK_M,
-                           cnt, t % nb, H, I, s_w2e, s_w2r, BLOCK_M, BLOCK_N, BLOCK_K, PREC, TMA)
-    else:
-        pid_m, pid_n = _tile_pids(H, BLOCK_N, N_FASTEST)
-        if pid_m < tl.load(cum_tiles_ptr + E - 1):
-            e, seg, m0, cnt = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
-            _down_tile(act_ptr, w2_ptr, tw_ptr, order_ptr, y_ptr, act_desc, w2_desc, e, seg, m0, cnt, pid_n,
-                       H, I, s_w2e, s_w2r, BLOCK_M, BLOCK_N, BLOCK_K, PREC, TMA)
-
-
-@triton.jit
-def _down_tile(act_ptr, w2_ptr, tw_ptr, order_ptr, y_ptr, act_desc, w2_desc, e, seg, m0, cnt, pid_n,
-               H, I, s_w2e, s_w2r, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-               PREC: tl.constexpr, TMA: tl.constexpr):
-    """y[pair, column block pid_n] = act row · w2[e]ᵀ × the pair's routing weight, for BLOCK_M rows of expert e's
-    segment (rows ≥ cnt masked)."""
-    offs_m = m0 + tl.arange(0, BLOCK_M)
-    mmask = offs_m < cnt
-    rows = seg + offs_m
-    pair = tl.load(order_ptr + rows, mask=mmask, other=0)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    nmask = offs_n < H
-    wbase = w2_ptr + e.to(tl.int64) * s_w2e
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, I, BLOCK_K):
-        offs_k = k0 + tl.arange(0, BLOCK_K)
-        kmask = offs_k < I
-        if TMA:
-            # Token rows past this expert's segment are the next expert's pairs, rows past H the next expert's
-            # weights: both feed only outputs the store masks. Columns past I and rows past the ends are zeros.
-            a = act_desc.load([seg + m0, k0])
-            w = tl.trans(w2_desc.load([e * H + pid_n * BLOCK_N, k0]))
-        else:
-            a = tl.load(act_ptr + rows[:, None].to(tl.int64) * I + offs_k[None, :],
-                        mask=mmask[:, None] & kmask[None, :], other=0.0)
-            w = tl.load(wbase + offs_n[None, :] * s_w2r + offs_k[:, None], mask=nmask[None, :] & kmask[:, None],
-                        other=0.0)
-        acc = tl.dot(a, w, acc, input_precision=PREC)
-    wt = tl.load(tw_ptr + pair, mask=mmask, other=0.0).to(tl.float32)
-    acc = acc * wt[:, None]
-    tl.store(y_ptr + pair[:, None].to(tl.int64) * H + offs_n[None, :], acc.to(y_ptr.dtype.element_ty),
-             mask=mmask[:, None] & nmask[None, :])
+                a = tl.load(act_ptr + rows[:, None].to(tl.int64) * I + offs_k[None, :],
+                            mask=mmask[:, None] & kmask[None, :], other=0.0)
+                w = tl.load(wbase + offs_n[None, :] * s_w2r + offs_k[:, None], mask=nmask[None, :] & kmask[:, None],
+                            other=0.0)
+            acc = tl.dot(a, w, acc, input_precision=PREC)
+        wt = tl.load(tw_ptr + pair, mask=mmask, other=0.0).to(tl.float32)
+        acc = acc * wt[:, None]
+        tl.store(y_ptr + pair[:, None].to(tl.int64) * H + offs_n[None, :], acc.to(y_ptr.dtype.element_ty),
+                 mask=mmask[:, None] & nmask[None, :])
 
 
 @triton.jit
@@ -458,78 +366,53 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     k = ids.shape[1]
     P = T * k
     bm = cfg.get("BLOCK_M", 64)
-    extra = set(cfg.get("DOWN", {})) - {"BLOCK_N", "BLOCK_K", "num_warps", "num_stages", "PERSIST"}
-    if extra:  # said before anything launches: the token tiles are shared with the gate/up GEMM
-        raise ValueError(f"grouped config DOWN: only BLOCK_N, BLOCK_K, num_warps, num_stages, PERSIST may differ from "
-                         f"the gate/up GEMM's, got {sorted(extra)}")
+    extra = set(cfg.get("DOWN", {})) - {"BLOCK_N", "BLOCK_K", "num_warps", "num_stages"}
+    if extra:  # said before anything launches: the grid and the token tiles are shared with the gate/up GEMM
+        raise ValueError(f"grouped config DOWN: only BLOCK_N, BLOCK_K, num_warps, num_stages may differ from the "
+                         f"gate/up GEMM's, got {sorted(extra)}")
     order, start, count, cum_tiles = group_pairs(ids, E, bm, fused=cfg.get("GROUP_FUSED", True),
                                                  chunk=cfg.get("GROUP_CHUNK"))
     if cfg.get("GEMM", "triton") == "grouped_mm":
         return _experts_pass_grouped_mm(x, w13, w2, weights, order, count, k)
-    tail = int(cfg.get("TAIL", 0))
-    if tail and not (tail >= 16 and tail & (tail - 1) == 0 and tail < bm):
-        raise ValueError(f"grouped config TAIL: the small tiles' rows must be a power of two, at least 16 and below "
-                         f"BLOCK_M={bm}, got {tail}")
-    for where, c_ in (("", cfg), ("DOWN ", cfg.get("DOWN", {}))):
-        if int(c_.get("PERSIST", 0)) < 0:
-            raise ValueError(f"grouped config {where}PERSIST: programs per SM must be 0 (off) or more, "
-                             f"got {c_['PERSIST']}")
-    # The loop form (TAIL, PERSIST): each program walks tiles pid, pid + programs, … of `_tile_plan` (its column
-    # blocks consecutive, as N_FASTEST's). Its worst case: every expert one big tile more than its full ones and
-    # ⌈BLOCK_M/2 / TAIL⌉ small ones, and never more tiles than pairs.
-    loop = bool(tail or cfg.get("PERSIST", 0) or cfg.get("DOWN", {}).get("PERSIST", 0))
-    max_tiles = cdiv(P, bm) + E + (min(E * cdiv(bm // 2, tail), P) if tail else 0)
-    if tail:
-        max_tiles = min(max_tiles, P)
+    max_tiles = cdiv(P, bm) + E
     act = torch.empty(P, I, dtype=x.dtype, device=x.device)
     # y in the activations' dtype (Y_LOWP; fp32 inputs keep fp32): transformers' loop rounds each expert's output
     # to the model dtype too. At T=4096, P·H fp32 is 268 MB written and read back by the sum.
     y_dtype = x.dtype if cfg.get("Y_LOWP", False) else torch.float32
     y = torch.empty(P, H, dtype=y_dtype, device=x.device)
     bn, bk = cfg["BLOCK_N"], cfg["BLOCK_K"]
-    down = dict(cfg.get("DOWN", {}))
-    down_persist = int(down.pop("PERSIST", cfg.get("PERSIST", 0)))
     tma = bool(cfg.get("TMA", False)) and _tma_ok(x, w13, w2, act)
-    w13_desc, w2_desc, act_desc, act_desc_t = w13, w2, act, act  # unused without TMA
     if tma:
         from triton.tools.tensor_descriptor import TensorDescriptor
         w13_desc = (TensorDescriptor.from_tensor(w13.view(E * 2, I, H), [2, bn, bk]) if cfg.get("WIDE", False)
                     else TensorDescriptor.from_tensor(w13.view(E * I2, H), [bn, bk]))
-        dbn, dbk = down.get("BLOCK_N", bn), down.get("BLOCK_K", bk)
-        w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [dbn, dbk])
-        act_desc = TensorDescriptor.from_tensor(act, [bm, dbk])
-        act_desc_t = TensorDescriptor.from_tensor(act, [tail, dbk]) if tail else act_desc
+        w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [bn, bk])
+        act_desc = TensorDescriptor.from_tensor(act, [bm, bk])
+    else:
+        w13_desc, w2_desc, act_desc = w13, w2, act  # unused
     n_fast = bool(cfg.get("N_FASTEST", False))
     meta = dict(E_PAD=next_pow2(E), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
                 num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-                PREC=_prec(x.dtype, "fused_moe (grouped path)"), N_FASTEST=n_fast, TMA=tma, LOOP=loop, TAIL=tail)
+                PREC=_prec(x.dtype, "fused_moe (grouped path)"), N_FASTEST=n_fast, TMA=tma)
 
-    def grid(n: int, block_n: int, persist: int) -> tuple[int, ...]:
-        work = max_tiles * cdiv(n, block_n)
-        if loop:
-            return (min(work, persist * _sm_count(x.device)) if persist else work,)
-        return (work,) if n_fast else (max_tiles, cdiv(n, block_n))
+    def grid(n: int, block_n: int) -> tuple[int, ...]:
+        return (max_tiles * cdiv(n, block_n),) if n_fast else (max_tiles, cdiv(n, block_n))
 
     # WIDE_TMA=False keeps WIDE's weights on pointer loads (session 11's form) while the down GEMM takes TMA.
     gate_up = dict(meta, TMA=tma and cfg.get("WIDE_TMA", True)) if cfg.get("WIDE", False) else meta
-    _gate_up_kernel[grid(I, bn, int(cfg.get("PERSIST", 0)))](
+    _gate_up_kernel[grid(I, bn)](
         x, w13, order, start, count, cum_tiles, act, w13_desc, H, I, E, k, x.stride(0), w13.stride(0), w13.stride(1),
         WIDE=bool(cfg.get("WIDE", False)), **gate_up)
-    # The down GEMM (K = I, short: 12 chunks of 64 at Qwen3-30B-A3B) may take its own column tiles, pipeline and
-    # programs per SM: cfg["DOWN"] = {BLOCK_N, BLOCK_K, num_warps, num_stages, PERSIST}; the token tiles are shared.
-    down = dict(meta, **down)
-    _down_kernel[grid(H, down["BLOCK_N"], down_persist)](
-        act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, act_desc, act_desc_t, w2_desc,
-        H, I, E, w2.stride(0), w2.stride(1), **down)
+    # The down GEMM (K = I, short: 12 chunks of 64 at Qwen3-30B-A3B) may take its own column tiles and pipeline:
+    # cfg["DOWN"] = {BLOCK_N, BLOCK_K, num_warps, num_stages}; the token tiles are the grouping's.
+    down = dict(meta, **cfg.get("DOWN", {}))
+    if tma and cfg.get("DOWN"):
+        w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [down["BLOCK_N"], down["BLOCK_K"]])
+        act_desc = TensorDescriptor.from_tensor(act, [bm, down["BLOCK_K"]])
+    _down_kernel[grid(H, down["BLOCK_N"])](
+        act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, act_desc, w2_desc, H, I, E,
+        w2.stride(0), w2.stride(1), **down)
     return y
-
-
-def _sm_count(device: torch.device) -> int:
-    """Streaming multiprocessors of the device the loop form's persistent grid is sized by; 3 under the
-    interpreter (so that a CPU test's programs each walk several tiles)."""
-    if device.type != "cuda":
-        return 3
-    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _tma_ok(x, w13, w2, act) -> bool:
