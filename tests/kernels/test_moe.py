@@ -412,10 +412,14 @@ def test_grouped_path_with_fused_grouping():
     c = mg.moe_grouped(x, w13, w2, w, bad, shared, out=poisoned(24, 64, dtype), config=dict(GROUP_FUSED=True))
     assert c.isnan().any(1).nonzero().flatten().tolist() == [3, 7]
     keep = [t for t in range(24) if t not in (3, 7)]
-    # Not bitwise: the dropped pairs move other pairs to other rows of their tiles, and the interpreter's matmul
-    # (numpy's BLAS) may round a row at the edge of its blocking differently (1 ulp seen on one CPU). Corruption
-    # would be O(1).
-    assert (c[keep] - b[keep]).abs().max() <= 1e-6 * b[keep].abs().max()
+    # Bitwise for every token with no pair in the two experts that lost a pair: their pairs keep their rows in their
+    # tiles. A pair behind a dropped one moves up a row, and the interpreter's matmul (numpy's BLAS) may round a
+    # row at another position differently (1 ulp on one CPU): those tokens are held to the reference instead.
+    hit = {int(ids[3, 1]), int(ids[7, 0])}
+    same = [t for t in keep if not hit & set(ids[t].tolist())]
+    moved = [t for t in keep if t not in same]
+    assert len(same) > 0 and torch.equal(c[same], b[same])
+    assert rel(c[moved], fused_moe_reference(x, w13, w2, w, ids, shared)[moved]) <= TOL[dtype]
     assert mg.group_fused(256) and mg.group_fused(mg.GROUP_FUSED_MAX_P) and not mg.group_fused(mg.GROUP_FUSED_MAX_P + 1)
 
 

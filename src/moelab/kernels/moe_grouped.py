@@ -185,7 +185,8 @@ def _gate_up_wide(x_ptr, wbase, w13_desc, e, tok, mmask, pid_n, H, I, s_xt, s_w1
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PREC: tl.constexpr,
                   TMA: tl.constexpr):
     """The same tile as one dot over a [BLOCK_K, 2·BLOCK_N] weight operand, so each x tile is read from shared
-    memory once per K chunk, not twice (H200, T=4096: 769 → 747 µs, sweep-moe-grouped-…, session 12).
+    memory once per K chunk, not twice (H200, T=4096: 769 → 747 µs by pointers, 733-738 by TMA; session 12,
+    sweep-moe-grouped-BE/BF/BG-…).
     Pointer loads: column 2j is gate row j, 2j+1 up row j (each a contiguous run along K), and the accumulator's
     column pairs split into gate and up. TMA: w13 as [E·2, I, H], one [2, BLOCK_N, BLOCK_K] box (the expert's gate
     rows, then its up rows; rows past I arrive as zeros), so the first BLOCK_N columns are gate, the rest up."""
@@ -282,8 +283,8 @@ def grouped_config(P: int, E: int, H: int, I: int) -> dict:
     programs: at T=4096 the down GEMM's act rows stay in L2 across its 16 column blocks), Y_LOWP (the per-pair
     outputs in the input dtype: at T=4096 268 MB less written and read), TMA (weight and act tiles by tensor
     descriptor). Each alone at T=4096 (128 × 128, 4 stages): 1,110 µs → 1,021 / 1,000 / 1,097; all three 891, and
-    on 3 stages 859 µs (360 TFLOP/s, 47 % of the bf16 rate). WIDE (gate and up as one operand of one dot, by
-    pointer loads) stays off: prepared, unmeasured.
+    on 3 stages 859 µs (360 TFLOP/s, 47 % of the bf16 rate). WIDE (gate and up as one operand of one dot,
+    by TMA) at P ≥ 8192 since session 12 (T=4096 769 → 733-738 µs); its 256-column down tiles are a tie with 128.
       T=32 (256 pairs, 2 an expert on average): 16 × 64 tiles, 4 stages, the options: 261 µs (16 × 32, 3 stages, as
         before them: 267);
       T=64 / 128 (4 / 8 an expert): 16 × 64, 4 stages (session 8: 316 / 356 µs; the options unmeasured here);
