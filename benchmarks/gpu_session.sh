@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BG    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BH    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -476,6 +476,15 @@ case "${1:?stage A to G}" in
     run bench-moe 120 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     run bench-moe-35 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tokens 1,2,4,8,16 --samples 10 --save
     run bench-moe-35tp 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
+    ;;
+  BH) # session 13: the pair kernel's weight tiles by TMA (MOELAB_PAIRS_TMA). Triton 3.6 software-pipelines
+      # descriptor loads that feed a reduction (pointer loads it does not): 64 registers and a ring of STAGES - 1 chunks
+      # in shared memory per program, against 239 registers and one chunk in registers (2 programs per SM). Predicted:
+      # Qwen3-30B-A3B T=1 kernel ~24 -> 21-23 us; batch 1 2.41 -> 2.30-2.37 ms. bf16 tests, the sweep, the chain A/B.
+    run gpu-tests 120 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf \
+      -k "pairs_by_tensor_descriptor"
+    run sweep-pairs-tma 240 python benchmarks/sweep_moe.py --mode pairs --pairs-tma --shapes qwen3,shard --tokens 1,2,4 --samples 10
+    run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,tma=MOELAB_PAIRS_TMA
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -62,6 +62,9 @@ def main() -> None:
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
+    ap.add_argument("--pairs-tma", action="store_true",
+                    help="pairs mode: the shipped pointer config against the pair kernel with its weight tiles by "
+                         "tensor descriptor (MOELAB_PAIRS_TMA) at several tiles and ring depths")
     ap.add_argument("--t1", default="all", choices=["all", "dot"],
                     help="decode mode at T=1: all configs, or only the tensor-core form, the pair kernel and cuBLAS")
     a = ap.parse_args()
@@ -137,6 +140,17 @@ def main() -> None:
                 grid = census + [dict(c, TMA=True) for c in census]
             if a.mode == "decode" and 1 < T <= PAIRS_MAX_T:
                 grid.append(dict(KERNEL="pairs"))  # the default up to PAIRS_MAX_T, against the census, same process
+            if a.mode == "pairs" and a.pairs_tma:
+                # Session 13: the pair kernel's weight tiles by TMA. Triton 3.6 pipelines descriptor loads that feed a
+                # reduction (pointer loads it does not), so a program keeps STAGES - 1 chunks in flight in shared
+                # memory with 64 registers (sm_90, Triton 3.6) instead of one chunk in 239 registers (2 programs per
+                # SM). Prediction: Qwen3-30B-A3B T=1 kernel 21-23 µs against ~24.
+                grid = [dict(TMA=False)] + [
+                    dict(TMA=True, BLOCK_I=bi, BLOCK_K=bk, STAGES=st, BLOCK_H=bh, BLOCK_K2=256, STAGES2=st2, num_warps=nw)
+                    for bi, bk, st, bh, st2, nw in [
+                        (8, 256, 4, 32, 3, 4), (8, 256, 3, 32, 3, 4), (8, 256, 5, 32, 3, 4), (8, 256, 4, 16, 3, 4),
+                        (8, 256, 4, 16, 2, 4), (16, 256, 3, 32, 3, 4), (16, 256, 4, 16, 3, 4), (4, 256, 5, 16, 3, 4),
+                        (8, 128, 6, 16, 3, 4), (8, 256, 4, 32, 3, 2), (16, 256, 5, 32, 3, 4), (8, 256, 4, 8, 3, 4)]]
             if a.mode == "pairs" and a.spin:
                 grid = [dict(SPIN_SLEEP=int(ns)) for ns in a.spin.split(",")]
             if a.mode == "decode" and T == 1:
