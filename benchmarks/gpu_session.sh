@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BI    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BJ    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -485,12 +485,21 @@ case "${1:?stage A to G}" in
       -k "pairs_by_tensor_descriptor"
     run sweep-pairs-tma 240 python benchmarks/sweep_moe.py --mode pairs --pairs-tma --shapes qwen3,shard --tokens 1,2,4 --samples 10
     run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,tma=MOELAB_PAIRS_TMA
-    ;;
+    ;;  # (ran at 1cae037: TMA lost everywhere, T=1 27.2 against 25.3 us, batch 1 2.62 against 2.41 ms; removed)
   BI) # session 13. BH: the pair kernel's TMA form lost (T=1 27.2 against 25.3 us; batch 1 2.62 against 2.41 ms).
       # Before building a persistent pair kernel: does a flattened, persistent TMA GEMV stream 50 MB faster than the
       # pointer form or per-program TMA? Predicted: pointer ~70-75 % of the read ceiling, per-program TMA no better,
       # persistent TMA 85-90 %.
     run probe-gemv 200 python benchmarks/probe_gemv.py --samples 15
+    ;;
+  BJ) # session 13. BI: every form of one kernel streaming 50 MB (pointer, TMA, persistent TMA, cuBLAS) reached at most 75 %
+      # of the read ceiling, 100 MB 87 %, 200 MB 91 %: ~2.8 us of ramp and drain per kernel. The pair kernel streams
+      # 50 MB (gate/up) then 25 MB (w2) after it. MOELAB_PAIRS_L2: phase 1 asks L2 for w2 (bulk prefetch), so DRAM
+      # streams 75 MB in one go and phase 2 reads L2. Predicted T=1 25.3 -> 22-23 us, batch 1 2.41 -> 2.29-2.33 ms.
+    run gpu-tests 150 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf \
+      -k "l2_prefetch or (gpu_bf16_real_shapes and (-1] or -2]))"
+    run sweep-l2 200 python benchmarks/sweep_moe.py --mode pairs --l2 0,1,2 --shapes qwen3,qwen35,shard --tokens 1,2,4 --samples 15
+    run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,l2s=MOELAB_PAIRS_L2:1,l2e=MOELAB_PAIRS_L2:2
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -62,9 +62,8 @@ def main() -> None:
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
-    ap.add_argument("--pairs-tma", action="store_true",
-                    help="pairs mode: the shipped pointer config against the pair kernel with its weight tiles by "
-                         "tensor descriptor (MOELAB_PAIRS_TMA) at several tiles and ring depths")
+    ap.add_argument("--l2", default="", help="pairs mode: only the default config, with phase 1 prefetching w2 into L2 "
+                    "at these L2_PREFETCH settings (comma-separated; 0 none, 1 as a program starts, 2 at its end)")
     ap.add_argument("--t1", default="all", choices=["all", "dot"],
                     help="decode mode at T=1: all configs, or only the tensor-core form, the pair kernel and cuBLAS")
     a = ap.parse_args()
@@ -140,17 +139,12 @@ def main() -> None:
                 grid = census + [dict(c, TMA=True) for c in census]
             if a.mode == "decode" and 1 < T <= PAIRS_MAX_T:
                 grid.append(dict(KERNEL="pairs"))  # the default up to PAIRS_MAX_T, against the census, same process
-            if a.mode == "pairs" and a.pairs_tma:
-                # Session 13: the pair kernel's weight tiles by TMA. Triton 3.6 pipelines descriptor loads that feed a
-                # reduction (pointer loads it does not), so a program keeps STAGES - 1 chunks in flight in shared
-                # memory with 64 registers (sm_90, Triton 3.6) instead of one chunk in 239 registers (2 programs per
-                # SM). Prediction: Qwen3-30B-A3B T=1 kernel 21-23 µs against ~24.
-                grid = [dict(TMA=False)] + [
-                    dict(TMA=True, BLOCK_I=bi, BLOCK_K=bk, STAGES=st, BLOCK_H=bh, BLOCK_K2=256, STAGES2=st2, num_warps=nw)
-                    for bi, bk, st, bh, st2, nw in [
-                        (8, 256, 4, 32, 3, 4), (8, 256, 3, 32, 3, 4), (8, 256, 5, 32, 3, 4), (8, 256, 4, 16, 3, 4),
-                        (8, 256, 4, 16, 2, 4), (16, 256, 3, 32, 3, 4), (16, 256, 4, 16, 3, 4), (4, 256, 5, 16, 3, 4),
-                        (8, 128, 6, 16, 3, 4), (8, 256, 4, 32, 3, 2), (16, 256, 5, 32, 3, 4), (8, 256, 4, 8, 3, 4)]]
+            if a.mode == "pairs" and a.l2:
+                # Session 13 (probe_gemv.py: one kernel streaming 50 MB reaches 75 % of the read ceiling, 100 MB 87 %):
+                # the pair kernel is two streams, 50 MB of gate/up then 25 MB of w2, each with its own ramp. With phase
+                # 1 asking L2 for w2 (bulk prefetches), DRAM streams all 75 MB in one go and phase 2 reads L2.
+                # Predicted Qwen3-30B-A3B T=1 25.3 -> 22-23 us.
+                grid = [dict(L2_PREFETCH=int(v)) for v in a.l2.split(",")]
             if a.mode == "pairs" and a.spin:
                 grid = [dict(SPIN_SLEEP=int(ns)) for ns in a.spin.split(",")]
             if a.mode == "decode" and T == 1:

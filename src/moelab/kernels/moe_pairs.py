@@ -22,27 +22,25 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, counters, env_flag, interpreting, next_pow2
+from moelab.kernels import cdiv, chain_pdl, counters, env_int, interpreting, next_pow2
 from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, spin_asm
 
 
 @triton.jit
-def _swiglu_rows_tma(w13_desc, row0, I, x_row_ptr, H, BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr,
-                     STAGES: tl.constexpr):
-    """`_swiglu_rows` with the gate rows [row0, row0 + BLOCK_I) and the up rows I further of w13 (as [E·2I, H]) by
-    tensor descriptor: the pipeliner keeps STAGES - 1 chunks of both in flight in shared memory, where the pointer
-    form holds one chunk in registers. Rows past this expert's gate (or up) block read the next rows; they feed
-    only act rows the caller's store masks. Columns past H arrive as zeros."""
-    acc_g = tl.zeros((BLOCK_I,), dtype=tl.float32)
-    acc_u = tl.zeros((BLOCK_I,), dtype=tl.float32)
-    for k0 in tl.range(0, H, BLOCK_K, num_stages=STAGES):
-        offs_k = k0 + tl.arange(0, BLOCK_K)
-        wg = w13_desc.load([row0, k0])
-        wu = w13_desc.load([row0 + I, k0])
-        xv = tl.load(x_row_ptr + offs_k, mask=offs_k < H, other=0.0).to(tl.float32)
-        acc_g += tl.sum(wg.to(tl.float32) * xv[None, :], axis=1)
-        acc_u += tl.sum(wu.to(tl.float32) * xv[None, :], axis=1)
-    return acc_g / (1.0 + tl.exp(-acc_g)) * acc_u
+def _prefetch_w2(w2_e_ptr, sw2_ptr, is_shared, n_elem, ib, N_IBLK: tl.constexpr, N_PF: tl.constexpr):
+    """Phase-1 program ib of a slot asks L2 for its 1/N_IBLK share of the slot's w2 ([H, I_s], contiguous), in N_PF
+    bulk prefetches (`cp.async.bulk.prefetch.L2`, sm_90: no registers, no wait, no data returned), so that phase 2 reads
+    w2 from L2 while the DRAM stream never pauses between the two phases. At T=1 the k experts' w2 (Qwen3-30B-A3B:
+    8 × 3.1 MB) fits in L2 with room for the gate/up stream, which phase 1 reads evict-first."""
+    base = tl.where(is_shared, sw2_ptr, w2_e_ptr).to(tl.pointer_type(tl.int8), bitcast=True)
+    n_bytes = n_elem * w2_e_ptr.dtype.element_ty.primitive_bitwidth // 8
+    share = tl.cdiv(tl.cdiv(n_bytes, N_IBLK), 16 * N_PF) * 16 * N_PF  # bytes per program, whole 16-byte pieces
+    piece = share // N_PF
+    off = ib * share + tl.arange(0, N_PF) * piece
+    size = tl.minimum(tl.maximum(n_bytes - off, 0), piece) // 16 * 16  # nothing past the tensor's end
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r", [base + off, size], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -52,7 +50,6 @@ def _moe_pairs_kernel(
     sw13_ptr, sw2_ptr, sgate_ptr,  # shared expert [2IS,H], [H,IS], [1,H]
     act_ptr, part_ptr, gw_ptr, cnt_ptr, out_ptr,  # act[S,I_MAX] (x dtype), partials fp32 [S,H], shared gate fp32 [T],
     #                                              int32 counters, out[T,H]
-    w13_desc, w2_desc,  # TMA only: tensor descriptors of w13 as [E·2I, H] and w2 as [E·H, I] (else unused)
     # sizes
     H, I, IS, E, I_MAX,
     # strides (elements)
@@ -64,9 +61,8 @@ def _moe_pairs_kernel(
     HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, SPIN_ASM: tl.constexpr,
     TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the next norm) as each program starts
     USE_PDL: tl.constexpr,  # launched with PDL (the router released it): wait before reading anything
-    TMA: tl.constexpr = False,  # weight tiles by tensor descriptor into a STAGES-deep ring; no shared expert
-    STAGES: tl.constexpr = 4,  # TMA: the phase-1 ring's depth (STAGES - 1 chunks of gate and up in flight)
-    STAGES2: tl.constexpr = 3,  # TMA: the phase-2 ring's depth
+    L2_PREFETCH: tl.constexpr = 0,  # phase 1 puts its slot's w2 in L2 for phase 2: 0 no, 1 as it starts, 2 at its end
+    N_PF: tl.constexpr = 128,  # L2_PREFETCH: pieces per program (one bulk prefetch each)
 ):
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
@@ -92,16 +88,14 @@ def _moe_pairs_kernel(
 
     if phase1:
         # ---------------- phase 1: SiLU(x·gate)·(x·up) for BLOCK_I rows of one slot ----------------
+        if L2_PREFETCH == 1:
+            _prefetch_w2(w2_ptr + e * s_w2e, sw2_ptr, is_shared, H * I_s, ib, N_IBLK, N_PF)
         if ib * BLOCK_I < I_s:
             w_base = tl.where(is_shared, sw13_ptr, w13_ptr + e * s_w13e)  # branch-free: no value-yielding `if`
             s_row = tl.where(is_shared, H, s_w13r)
             offs_i = ib * BLOCK_I + tl.arange(0, BLOCK_I)
             imask = offs_i < I_s
-            if TMA:
-                act = _swiglu_rows_tma(w13_desc, e.to(tl.int32) * (2 * I) + ib * BLOCK_I, I, x_ptr + t * s_xt, H,
-                                       BLOCK_I, BLOCK_K, STAGES)
-            else:
-                act = _swiglu_rows(w_base, s_row, x_ptr + t * s_xt, offs_i, imask, I_s, H, BLOCK_I, BLOCK_K)
+            act = _swiglu_rows(w_base, s_row, x_ptr + t * s_xt, offs_i, imask, I_s, H, BLOCK_I, BLOCK_K)
             tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
             if HAS_SHARED:
                 if is_shared & (ib == 0):  # the shared expert's gate for token t: sigmoid(gate · x[t]), or 1
@@ -117,6 +111,8 @@ def _moe_pairs_kernel(
                         tl.store(gw_ptr + t, 1.0)
             tl.debug_barrier()  # all threads' stores precede the release
             tl.atomic_add(cnt_ptr + s, 1, sem="release", scope="gpu")
+        if L2_PREFETCH == 2:
+            _prefetch_w2(w2_ptr + e * s_w2e, sw2_ptr, is_shared, H * I_s, ib, N_IBLK, N_PF)
     else:
         # ---------------- phase 2: down projection of one slot for BLOCK_H outputs ----------------
         offs_h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
@@ -125,34 +121,19 @@ def _moe_pairs_kernel(
         s_row = tl.where(is_shared, IS, s_w2r)
         offs_k = tl.arange(0, BLOCK_K2)
         kmask = offs_k < I_s
-        if TMA:
-            # Rows past H (the next expert's) feed only outputs the stores mask; columns past I arrive as zeros.
-            row2 = e.to(tl.int32) * H + hb * BLOCK_H
-            w = w2_desc.load([row2, 0])  # in flight before we wait
-        else:
-            w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
-                        other=0.0, eviction_policy="evict_first")  # in flight before we wait
+        w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
+                    other=0.0, eviction_policy="evict_first")  # in flight before we wait
         I_ready = _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I), I_s, SPIN_ASM)
         a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0, cache_modifier=".cg").to(tl.float32)
         acc = tl.sum(w.to(tl.float32) * a[None, :], axis=1)
-        if TMA:
-            # The rest through the pipeliner's ring (a loop with no wait inside: Triton pipelines descriptor loads
-            # that feed a reduction, not pointer loads; sm_90, Triton 3.6).
-            for k0 in tl.range(BLOCK_K2, I_s, BLOCK_K2, num_stages=STAGES2):
-                offs_k = k0 + tl.arange(0, BLOCK_K2)
-                w = w2_desc.load([row2, k0])
-                a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0,
-                            cache_modifier=".cg").to(tl.float32)
-                acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
-        else:
-            for k0 in range(BLOCK_K2, I_s, BLOCK_K2):
-                offs_k = k0 + tl.arange(0, BLOCK_K2)
-                kmask = offs_k < I_s
-                w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
-                            other=0.0, eviction_policy="evict_first")
-                a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0,
-                            cache_modifier=".cg").to(tl.float32)
-                acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
+        for k0 in range(BLOCK_K2, I_s, BLOCK_K2):
+            offs_k = k0 + tl.arange(0, BLOCK_K2)
+            kmask = offs_k < I_s
+            w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
+                        other=0.0, eviction_policy="evict_first")
+            a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0,
+                        cache_modifier=".cg").to(tl.float32)
+            acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
         # Routing weight of the slot; the shared expert's sigmoid gate was stored by its phase-1 block 0
         # (written before the release this program acquired).
         weight = tl.where(is_shared, tl.load(gw_ptr + t, mask=I_ready > 0, other=0.0, cache_modifier=".cg"), route_w)
@@ -185,7 +166,7 @@ def _moe_pairs_kernel(
                 tl.store(cnt_ptr + N_SLOTS + N_HBLK, 0)
 
 
-def pairs_config(T: int, k: int, H: int, I: int, tma: bool = False) -> dict:
+def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     """Launch parameters. Best of benchmarks/sweep_moe.py --mode pairs on the H200 (2026-12-01 11:58,
     results/sweep-moe-pairs-*-T1158.json) at Qwen3-30B-A3B T=1 (24.1 µs) and T=4 (75.9 µs) and Qwen3.5-35B-A3B
     T=1 (20.9 µs) alike: row blocks of 8 (~768 phase-1 programs at T=1) streaming H in chunks of 1024, output
@@ -203,9 +184,6 @@ def pairs_config(T: int, k: int, H: int, I: int, tma: bool = False) -> dict:
     # Phase 1's chunk of H at 2048 (all of Qwen3-30B-A3B's H: a program requests its whole 8 × 2 rows, 64 KB, at once
     # instead of two serial 32 KB chunks; 248 registers, no spill, Triton 3.6) lost: 2.43 → 2.58 ms per token at
     # batch 1 (H200, session 8, ab-chain-…T214730), against a predicted 3-5 % gain.
-    if tma:  # unmeasured (session 13): chunks of 256 columns, the largest box, 3 of them in flight per program
-        return dict(BLOCK_I=8, BLOCK_K=256, BLOCK_H=32, BLOCK_K2=256, STAGES=4, STAGES2=3, num_warps=4,
-                    SPIN_SLEEP=sleep)
     return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=256, num_warps=4, SPIN_SLEEP=sleep)
 
 
@@ -215,17 +193,16 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     E, I2, _ = w13.shape
     I = I2 // 2
     k = topk_ids.shape[1]
-    config = dict(config or {})
-    # Weight tiles by TMA (session 13, MOELAB_PAIRS_TMA): routed experts only, and the 16-byte alignment TMA needs.
-    tma = (bool(config.pop("TMA", env_flag("MOELAB_PAIRS_TMA"))) and shared is None
-           and (H * w13.element_size()) % 16 == 0 and (I * w2.element_size()) % 16 == 0
-           and w13.data_ptr() % 16 == 0 and w2.data_ptr() % 16 == 0)
-    cfg = dict(pairs_config(T, k, H, I, tma=tma), **config)
+    cfg = dict(pairs_config(T, k, H, I), **(config or {}))
     # In the step-long chain (kernels.chain_pdl): released by the router as it starts, this kernel waits for it in
     # hardware; it releases the next norm as each program starts (released only once phase 2's activations were
     # ready instead, batch 1 took 2.493 against 2.482 ms).
     pdl = trigger = chain_pdl(x.device, T)
     num_warps = cfg.pop("num_warps")
+    # w2 into L2 during phase 1 (session 13, MOELAB_PAIRS_L2:1 or 2, unmeasured): inline PTX, never under the interpreter.
+    cfg.setdefault("L2_PREFETCH", env_int("MOELAB_PAIRS_L2", 0))
+    if cfg["L2_PREFETCH"] and interpreting():
+        raise ValueError("L2_PREFETCH is inline PTX (sm_90): the Triton interpreter cannot run it")
     spin = spin_asm(cfg.pop("SPIN_SLEEP", 0))
     if spin and interpreting():
         raise ValueError("SPIN_SLEEP > 0 is inline PTX: the Triton interpreter cannot run it")
@@ -240,23 +217,14 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     gw = torch.empty(T, dtype=torch.float32, device=x.device)
     ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
-    if tma:
-        if cfg["BLOCK_K"] > 256 or cfg["BLOCK_K2"] > 256:  # a TMA box has at most 256 elements a side
-            raise ValueError(f"TMA boxes are at most 256 columns: BLOCK_K={cfg['BLOCK_K']}, BLOCK_K2={cfg['BLOCK_K2']}")
-        from triton.tools.tensor_descriptor import TensorDescriptor
-        w13_desc = TensorDescriptor.from_tensor(w13.view(E * I2, H), [cfg["BLOCK_I"], cfg["BLOCK_K"]])
-        w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [cfg["BLOCK_H"], cfg["BLOCK_K2"]])
-    else:
-        w13_desc, w2_desc = w13, w2  # unused
-        cfg.pop("STAGES", None), cfg.pop("STAGES2", None)
     _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](
         x, w13, w2, topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
-        act, part, gw, counters(x.device, n_slots + n_hblk + 1, "moe"), out, w13_desc, w2_desc,
+        act, part, gw, counters(x.device, n_slots + n_hblk + 1, "moe"), out,
         H, I, IS, E, i_max,
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         T=T, K=k, K_PAD=next_pow2(k), T_PAD=next_pow2(T),
         N_SLOTS=n_slots, S_PAD=next_pow2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
-        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger,
-        USE_PDL=pdl, TMA=tma, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
+        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger, USE_PDL=pdl,
+        num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
     )
     return out
