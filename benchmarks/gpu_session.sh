@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BJ    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BK    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -491,7 +491,7 @@ case "${1:?stage A to G}" in
       # pointer form or per-program TMA? Predicted: pointer ~70-75 % of the read ceiling, per-program TMA no better,
       # persistent TMA 85-90 %.
     run probe-gemv 200 python benchmarks/probe_gemv.py --samples 15
-    ;;
+    ;;  # (ran at d528438 with --rows 12288, then 6144, 24576 and 49152 by hand: probe-gemv-…T144226/44243/44249/44254)
   BJ) # session 13. BI: every form of one kernel streaming 50 MB (pointer, TMA, persistent TMA, cuBLAS) reached at most 75 %
       # of the read ceiling, 100 MB 87 %, 200 MB 91 %: ~2.8 us of ramp and drain per kernel. The pair kernel streams
       # 50 MB (gate/up) then 25 MB (w2) after it. MOELAB_PAIRS_L2: phase 1 asks L2 for w2 (bulk prefetch), so DRAM
@@ -500,6 +500,11 @@ case "${1:?stage A to G}" in
       -k "l2_prefetch or (gpu_bf16_real_shapes and (-1] or -2]))"
     run sweep-l2 200 python benchmarks/sweep_moe.py --mode pairs --l2 0,1,2 --shapes qwen3,qwen35,shard --tokens 1,2,4 --samples 15
     run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,l2s=MOELAB_PAIRS_L2:1,l2e=MOELAB_PAIRS_L2:2
+    ;;  # (ran at 0ef2ded: a tie at T=1, 24.8 against 24.7 us, losses at T=2..4 and at batch 1, 2.53 and 2.60 against
+        # 2.42 ms; removed)
+  BK) # session 13: one kernel streaming 25-200 MB, the read-ceiling kernel itself among the forms: the practical floor
+      # of a T=1 MoE layer (75.5 MB, Qwen3-30B-A3B) as one stream
+    run probe-gemv 200 python benchmarks/probe_gemv.py --rows 6144,12288,18432,24576,49152 --quick --samples 15
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

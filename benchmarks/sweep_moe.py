@@ -62,8 +62,6 @@ def main() -> None:
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
-    ap.add_argument("--l2", default="", help="pairs mode: only the default config, with phase 1 prefetching w2 into L2 "
-                    "at these L2_PREFETCH settings (comma-separated; 0 none, 1 as a program starts, 2 at its end)")
     ap.add_argument("--t1", default="all", choices=["all", "dot"],
                     help="decode mode at T=1: all configs, or only the tensor-core form, the pair kernel and cuBLAS")
     a = ap.parse_args()
@@ -139,12 +137,6 @@ def main() -> None:
                 grid = census + [dict(c, TMA=True) for c in census]
             if a.mode == "decode" and 1 < T <= PAIRS_MAX_T:
                 grid.append(dict(KERNEL="pairs"))  # the default up to PAIRS_MAX_T, against the census, same process
-            if a.mode == "pairs" and a.l2:
-                # Session 13 (probe_gemv.py: one kernel streaming 50 MB reaches 75 % of the read ceiling, 100 MB 87 %):
-                # the pair kernel is two streams, 50 MB of gate/up then 25 MB of w2, each with its own ramp. With phase
-                # 1 asking L2 for w2 (bulk prefetches), DRAM streams all 75 MB in one go and phase 2 reads L2.
-                # Predicted Qwen3-30B-A3B T=1 25.3 -> 22-23 us.
-                grid = [dict(L2_PREFETCH=int(v)) for v in a.l2.split(",")]
             if a.mode == "pairs" and a.spin:
                 grid = [dict(SPIN_SLEEP=int(ns)) for ns in a.spin.split(",")]
             if a.mode == "decode" and T == 1:

@@ -152,7 +152,7 @@ SM90_JOBS = {
                   {"T": 1, "K": 8, "K_PAD": 8, "T_PAD": 1, "N_SLOTS": 9, "S_PAD": 16, "N_IBLK": 96, "N_HBLK": 128,
                    "N1": 864, "BLOCK_I": 8, "BLOCK_K": 512, "BLOCK_H": 16, "BLOCK_K2": 512, "HAS_SHARED": True,
                    "SHARED_GATE": True, "SPIN_ASM": "",
-                   "TRIGGER": False, "USE_PDL": False, "L2_PREFETCH": 0, "N_PF": 128},
+                   "TRIGGER": False, "USE_PDL": False},
                   ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"]),
     "moe_pairs_backoff": ("moe_pairs", "_moe_pairs_kernel",  # the spin with nanosleep between polls
                           {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",
@@ -162,7 +162,7 @@ SM90_JOBS = {
                            "N_HBLK": 64, "N1": 768, "BLOCK_I": 8, "BLOCK_K": 1024, "BLOCK_H": 32, "BLOCK_K2": 256,
                            "HAS_SHARED": False, "SHARED_GATE": False,
                            "SPIN_ASM": "{ nanosleep.u32 256; mov.b32 $0, $1; }",
-                           "TRIGGER": True, "USE_PDL": True, "L2_PREFETCH": 0, "N_PF": 128},
+                           "TRIGGER": True, "USE_PDL": True},
                           ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"]),
     "moe_t1": ("moe_t1", "_moe_t1_kernel",
                {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",
@@ -301,12 +301,6 @@ SM90_JOBS["moe_decode_pdl"] = (_module, _kernel, _types, dict(_consts, S_MAX=64,
 SM90_JOBS["moe_decode_tma"] = (_module, _kernel, dict(_types, w13_desc="tensordesc<bf16[32, 64]>",
                                                       w2_desc="tensordesc<bf16[64, 64]>"),
                                dict(SM90_JOBS["moe_decode_pdl"][3], TMA=True), _div16_t8, *_rest)
-
-# The pair kernel at T=1 in the chain with phase 1 prefetching w2 into L2 (MOELAB_PAIRS_L2, session 13), the shipped
-# tiles, with the shared expert (its w2 is another tensor).
-_module, _kernel, _types, _consts, _div16, *_rest = SM90_JOBS["moe_pairs_backoff"]
-SM90_JOBS["moe_pairs_l2"] = (_module, _kernel, _types, dict(_consts, L2_PREFETCH=1, HAS_SHARED=True, SHARED_GATE=True,
-                                                            N_SLOTS=9, S_PAD=16, N1=864), _div16, *_rest)
 
 _SM90_SCRIPT = r"""
 import importlib, json, sys

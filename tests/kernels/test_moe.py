@@ -471,41 +471,6 @@ def test_gpu_bf16_real_shapes(E, H, I, k, SI, T):
     assert worst <= TOL[torch.bfloat16], worst
 
 
-def test_pairs_l2_prefetch_refused_under_the_interpreter():
-    from moelab.kernels.moe_pairs import moe_pairs
-    if CUDA:
-        pytest.skip("the interpreter's refusal: CPU only")
-    x, w13, w2, w, ids, _ = make(1, 8, 64, 32, 2, torch.float32, seed=0)
-    with pytest.raises(ValueError, match="L2_PREFETCH is inline PTX"):
-        moe_pairs(x, w13, w2, w, ids, out=poisoned(1, 64, x.dtype), config=dict(L2_PREFETCH=1))
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not CUDA, reason="the L2 prefetch is sm_90 inline PTX: a CUDA GPU")
-@pytest.mark.parametrize("E,H,I,k,SI", GPU_SHAPES)
-def test_gpu_pairs_l2_prefetch_changes_no_bit(E, H, I, k, SI):
-    """Phase 1 prefetching w2 into L2 (MOELAB_PAIRS_L2) is a hint: the same bits as without it, at T=1, 2, 4, with the
-    shared expert where the model has one, 10 seeds each; and the reference's answer."""
-    from moelab.kernels.moe_pairs import moe_pairs
-    g = torch.Generator(device="cuda").manual_seed(E + H + I)
-    w13 = (torch.randn(E, 2 * I, H, device="cuda", generator=g) * H ** -0.5).bfloat16()
-    w2 = (torch.randn(E, H, I, device="cuda", generator=g) * I ** -0.5).bfloat16()
-    sh = None
-    if SI:
-        sh = ((torch.randn(2 * SI, H, device="cuda", generator=g) * H ** -0.5).bfloat16(),
-              (torch.randn(H, SI, device="cuda", generator=g) * SI ** -0.5).bfloat16(),
-              (torch.randn(1, H, device="cuda", generator=g) * H ** -0.5).bfloat16())
-    for T in (1, 2, 4):
-        for _ in range(10):
-            x = torch.randn(T, H, device="cuda", generator=g).bfloat16()
-            w, ids = route(torch.randn(T, E, device="cuda", generator=g), k)
-            outs = [moe_pairs(x, w13, w2, w, ids, sh, out=torch.full((T, H), float("nan"), device="cuda",
-                                                                     dtype=torch.bfloat16), config=dict(L2_PREFETCH=v))
-                    for v in (0, 1, 2)]
-            assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
-            assert rel(outs[1], fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[torch.bfloat16]
-
-
 @pytest.mark.skipif(not CUDA, reason="the bug it guards against showed only on the GPU (Triton 3.6)")
 @pytest.mark.parametrize("num_warps", [4, 8])
 def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):
@@ -522,7 +487,7 @@ def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):
             assert rel(a, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
 
 
-@pytest.mark.parametrize("job", ["moe_pairs", "moe_pairs_l2", "moe_t1", "moe_decode", "moe_decode_tma", "moe_gate_up", "moe_down",
+@pytest.mark.parametrize("job", ["moe_pairs", "moe_t1", "moe_decode", "moe_decode_tma", "moe_gate_up", "moe_down",
                                  "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "route_grouped", "moe_group_sort", "moe_sum_k",
                                  "moe_group_count", "moe_group_scan", "moe_group_place"])
 def test_compiles_for_sm90(sm90, job):

@@ -22,25 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, counters, env_int, interpreting, next_pow2
+from moelab.kernels import cdiv, chain_pdl, counters, interpreting, next_pow2
 from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, spin_asm
-
-
-@triton.jit
-def _prefetch_w2(w2_e_ptr, sw2_ptr, is_shared, n_elem, ib, N_IBLK: tl.constexpr, N_PF: tl.constexpr):
-    """Phase-1 program ib of a slot asks L2 for its 1/N_IBLK share of the slot's w2 ([H, I_s], contiguous), in N_PF
-    bulk prefetches (`cp.async.bulk.prefetch.L2`, sm_90: no registers, no wait, no data returned), so that phase 2 reads
-    w2 from L2 while the DRAM stream never pauses between the two phases. At T=1 the k experts' w2 (Qwen3-30B-A3B:
-    8 × 3.1 MB) fits in L2 with room for the gate/up stream, which phase 1 reads evict-first."""
-    base = tl.where(is_shared, sw2_ptr, w2_e_ptr).to(tl.pointer_type(tl.int8), bitcast=True)
-    n_bytes = n_elem * w2_e_ptr.dtype.element_ty.primitive_bitwidth // 8
-    share = tl.cdiv(tl.cdiv(n_bytes, N_IBLK), 16 * N_PF) * 16 * N_PF  # bytes per program, whole 16-byte pieces
-    piece = share // N_PF
-    off = ib * share + tl.arange(0, N_PF) * piece
-    size = tl.minimum(tl.maximum(n_bytes - off, 0), piece) // 16 * 16  # nothing past the tensor's end
-    tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
-        "=r,l,r", [base + off, size], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -61,8 +44,6 @@ def _moe_pairs_kernel(
     HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, SPIN_ASM: tl.constexpr,
     TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the next norm) as each program starts
     USE_PDL: tl.constexpr,  # launched with PDL (the router released it): wait before reading anything
-    L2_PREFETCH: tl.constexpr = 0,  # phase 1 puts its slot's w2 in L2 for phase 2: 0 no, 1 as it starts, 2 at its end
-    N_PF: tl.constexpr = 128,  # L2_PREFETCH: pieces per program (one bulk prefetch each)
 ):
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
@@ -88,8 +69,6 @@ def _moe_pairs_kernel(
 
     if phase1:
         # ---------------- phase 1: SiLU(x·gate)·(x·up) for BLOCK_I rows of one slot ----------------
-        if L2_PREFETCH == 1:
-            _prefetch_w2(w2_ptr + e * s_w2e, sw2_ptr, is_shared, H * I_s, ib, N_IBLK, N_PF)
         if ib * BLOCK_I < I_s:
             w_base = tl.where(is_shared, sw13_ptr, w13_ptr + e * s_w13e)  # branch-free: no value-yielding `if`
             s_row = tl.where(is_shared, H, s_w13r)
@@ -111,8 +90,6 @@ def _moe_pairs_kernel(
                         tl.store(gw_ptr + t, 1.0)
             tl.debug_barrier()  # all threads' stores precede the release
             tl.atomic_add(cnt_ptr + s, 1, sem="release", scope="gpu")
-        if L2_PREFETCH == 2:
-            _prefetch_w2(w2_ptr + e * s_w2e, sw2_ptr, is_shared, H * I_s, ib, N_IBLK, N_PF)
     else:
         # ---------------- phase 2: down projection of one slot for BLOCK_H outputs ----------------
         offs_h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
@@ -199,10 +176,6 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     # ready instead, batch 1 took 2.493 against 2.482 ms).
     pdl = trigger = chain_pdl(x.device, T)
     num_warps = cfg.pop("num_warps")
-    # w2 into L2 during phase 1 (session 13, MOELAB_PAIRS_L2:1 or 2, unmeasured): inline PTX, never under the interpreter.
-    cfg.setdefault("L2_PREFETCH", env_int("MOELAB_PAIRS_L2", 0))
-    if cfg["L2_PREFETCH"] and interpreting():
-        raise ValueError("L2_PREFETCH is inline PTX (sm_90): the Triton interpreter cannot run it")
     spin = spin_asm(cfg.pop("SPIN_SLEEP", 0))
     if spin and interpreting():
         raise ValueError("SPIN_SLEEP > 0 is inline PTX: the Triton interpreter cannot run it")
