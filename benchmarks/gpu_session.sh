@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BK    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BL    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -505,6 +505,9 @@ case "${1:?stage A to G}" in
   BK) # session 13: one kernel streaming 25-200 MB, the read-ceiling kernel itself among the forms: the practical floor
       # of a T=1 MoE layer (75.5 MB, Qwen3-30B-A3B) as one stream
     run probe-gemv 200 python benchmarks/probe_gemv.py --rows 6144,12288,18432,24576,49152 --quick --samples 15
+    ;;
+  BL) # session 13: where a MoE layer's time goes at each T, kernel by kernel (the bench's setup, graph-replayed)
+    run trace-moe 200 python benchmarks/trace_moe.py --tokens 1,8,32,64,256,1024,4096
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

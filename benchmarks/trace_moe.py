@@ -1,0 +1,97 @@
+"""Where one MoE layer's time goes, kernel by kernel, at each T (torch profiler / CUPTI over graph replays).
+
+    python benchmarks/trace_moe.py [--tokens 64,256,4096] [--calls 8]
+
+`moelab bench moe` gives one number per T; this splits it. Qwen3-30B-A3B shapes, bf16, routing included (the route
+kernel, then `fused_moe` on its default path), weights rotating over enough layer copies that L2 cannot serve them,
+fresh routing per call: the bench's setup. A graph of `calls` layers is replayed under the profiler; per kernel,
+as `trace_decode.py` reports them, its own duration and its advance (its end minus the latest end before it: the
+advances of one call sum to its span, launch gaps included), per call.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+
+import torch
+
+from moelab import hardware, ops, report, timing
+from moelab.kernels.moe import fused_moe
+
+from trace_decode import kernel_events, short
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tokens", default="64,256,4096")
+    ap.add_argument("--calls", type=int, default=8)
+    ap.add_argument("--no-save", action="store_true")
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("trace_moe needs a CUDA GPU")
+    E, H, I, k = 128, 2048, 768, 8
+    ceil = hardware.ceilings()
+    layers = [((torch.randn(E, 2 * I, H, device="cuda") * H ** -0.5).bfloat16(),
+               (torch.randn(E, H, I, device="cuda") * I ** -0.5).bfloat16()) for _ in range(3)]
+    route = ops.get("route", "moelab")
+    results = []
+    for T in [int(t) for t in a.tokens.split(",")]:
+        sets = [(torch.randn(T, H, device="cuda").bfloat16(), *layers[i % 3], torch.randn(T, E, device="cuda"))
+                for i in range(a.calls)]
+
+        def layer(x, w13, w2, lg):
+            w, ids = route(lg, k)
+            return fused_moe(x, w13, w2, w, ids)
+
+        for st in sets:
+            layer(*st)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for st in sets:
+                layer(*st)
+        for _ in range(3):
+            g.replay()
+        torch.cuda.synchronize()
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(3):
+                g.replay()
+            torch.cuda.synchronize()
+        ev = kernel_events(prof)
+        per = len(ev) // (3 * a.calls)
+        if per * 3 * a.calls != len(ev):
+            raise SystemExit(f"T={T}: {len(ev)} kernels do not split into {3 * a.calls} equal calls")
+        calls = [ev[i * per:(i + 1) * per] for i in range(a.calls, 3 * a.calls)]  # the first replay may be cold
+        rows: dict[str, dict] = defaultdict(lambda: {"dur": 0.0, "advance": 0.0})
+        spans = []
+        prev_end = None
+        for c in calls:
+            start = c[0][1] if prev_end is None else prev_end  # back-to-back calls: the gap before is this call's
+            latest = start
+            for name, s, e in c:
+                r = rows[short(name)]
+                r["dur"] += e - s
+                r["advance"] += max(0.0, e - latest)
+                latest = max(latest, e)
+            spans.append(latest - start)
+            prev_end = latest
+        n = len(calls)
+        span = sum(spans) / n
+        flops = 2 * T * k * 3 * H * I
+        table = [{"kernel": name, "dur_us": r["dur"] / n, "advance_us": r["advance"] / n,
+                  "share_pct": 100 * r["advance"] / n / span} for name, r in rows.items()]
+        report.table(table, ["kernel", "dur_us", "advance_us", "share_pct"],
+                     title=f"MoE layer trace, Qwen3-30B-A3B, T={T}: {span:.1f} µs per layer "
+                           f"({flops / span / 1e6:.0f} TFLOP/s, {per} kernels)")
+        results.append(dict(T=T, span_us=span, kernels_per_call=per, rows=table, tflops=flops / span / 1e6))
+    if not a.no_save:
+        path = timing.save_result("trace-moe", {"shape": "qwen3-30b-a3b", "read_gbps": ceil.read_gbps,
+                                                "bf16_tflops": ceil.bf16_tflops, "results": results})
+        print(f"saved {path}")
+
+
+if __name__ == "__main__":
+    main()
