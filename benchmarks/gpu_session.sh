@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BL    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BM    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -508,6 +508,15 @@ case "${1:?stage A to G}" in
     ;;
   BL) # session 13: where a MoE layer's time goes at each T, kernel by kernel (the bench's setup, graph-replayed)
     run trace-moe 200 python benchmarks/trace_moe.py --tokens 1,8,32,64,256,1024,4096
+    ;;
+  BM) # session 13. BL (trace_moe): at T=32 the layer's kernels span 264 us, where bench moe recorded ~300. bench moe
+      # timed one call per CUDA graph from T=8 up (one rotation set is enough against L2 there), so every call paid a
+      # graph launch and repeated one routing. Now at least 8 calls per graph (--min-sets). The old harness first, at
+      # T=8/32/64 (no compile), then the records. Predicted T=32 300 -> ~265 us, T=8..256 +2..10 points of the floor.
+    run bench-moe-1set 90 python -m moelab bench moe --tokens 8,32,64 --samples 10 --min-sets 1 --no-compile
+    run bench-moe 240 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    run bench-moe-35 110 python -m moelab bench moe --model qwen3.5-35b-a3b --tokens 1,2,4,8,16 --samples 10 --save
+    run bench-moe-35tp 110 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -39,3 +39,16 @@ def test_shape_from_spec_shards_experts():
     assert (s4.I, s4.shared_I) == (128, 0)  # the first worklog's tp=4 shard
     with pytest.raises(ValueError, match="does not split"):
         shape_from_spec(spec, tp=3)
+
+
+def test_cli_refuses_min_sets_below_one():
+    from typer.testing import CliRunner
+
+    import moelab.cli
+
+    moelab.cli._load_commands()
+    from moelab.errors import UserError
+
+    # `moelab.cli.main` prints a UserError as one line; through the Typer app it arrives as the exception.
+    r = CliRunner().invoke(moelab.cli.app, ["bench", "moe", "--min-sets", "0"])
+    assert isinstance(r.exception, UserError) and str(r.exception) == "--min-sets must be >= 1, got 0"

@@ -7,7 +7,10 @@ Every implementation maps (x[T,H], router_logits[T,E]) → out[T,H], routing inc
   gather_bmm+compile
   moelab           route kernel + fused_moe kernel, host-launched and graph-replayed
 Weights rotate over several layer copies and each rotation set has its own logits, so neither the L2
-nor a repeated routing can serve a call from cache. The floor of a call is
+nor a repeated routing can serve a call from cache. There are at least MIN_SETS sets, so a graph replays
+MIN_SETS layers back to back, as a decode step's graph does (48 layers for Qwen3-30B-A3B): with one set per graph
+(what L2 alone asks for above ~180 MB of weights), every call also paid a whole graph launch, which no layer of a
+real step pays, and every replay repeated the same routing. The floor of a call is
     max(distinct experts hit × bytes per expert / read bandwidth,  FLOPs / bf16 matmul rate),
 with the read bandwidth measured (or from the datasheet with --gpu), averaged over the sets.
 """
@@ -24,6 +27,7 @@ from moelab import ops, timing
 from moelab.bench.baselines import gather_bmm, gather_bmm_bytes, hf_expert_loop
 
 GATHER_BMM_MAX_BYTES = 16 * 2**30  # beyond this, gather_bmm's weight copy does not fit: reported as skipped
+MIN_SETS = 8  # calls per graph at least: see the module docstring (session 13, bench-moe-…, docs/worklog.md)
 
 
 @dataclass
@@ -102,7 +106,8 @@ def make_impls(shape: MoeShape) -> dict[str, Callable]:
 
 
 def run(shape: MoeShape, tokens: list[int], *, read_gbps: float, bf16_tflops: float, samples: int = 20,
-        compile_baselines: bool = True, progress: Callable[[str], None] | None = None) -> list[dict]:
+        compile_baselines: bool = True, progress: Callable[[str], None] | None = None,
+        min_sets: int = MIN_SETS) -> list[dict]:
     """Measure every implementation at every T; one row per T (times in µs, per call, median)."""
     if not torch.cuda.is_available():
         raise RuntimeError("moelab bench moe needs a CUDA GPU (times on a CPU would say nothing about one)")
@@ -128,7 +133,7 @@ def run(shape: MoeShape, tokens: list[int], *, read_gbps: float, bf16_tflops: fl
     rows = []
     for T in tokens:
         expected_u = shape.E * (1 - (1 - shape.k / shape.E) ** T)
-        n_sets = timing.sets_for_l2(int(expected_u * shape.expert_bytes() + shape.shared_bytes()))
+        n_sets = max(min_sets, timing.sets_for_l2(int(expected_u * shape.expert_bytes() + shape.shared_bytes())))
         sets = []
         for i in range(n_sets):
             w13, w2 = layers[i % n_layers]

@@ -31,6 +31,8 @@ def bench_moe(
     compile: bool = typer.Option(True, "--compile/--no-compile", help="Also time torch.compile of the baselines."),
     gpu: str = typer.Option("measured", help="Ceilings for the floor: 'measured' (this GPU) or a datasheet name."),
     samples: int = typer.Option(20, help="Timed samples per implementation."),
+    min_sets: int = typer.Option(8, help="Calls per CUDA graph at least (distinct inputs and routing each), as a "
+                                          "decode graph replays many layers; 1 charges every call a graph launch."),
     save: bool = typer.Option(False, help="Save the run under benchmarks/results/."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     plot: str = typer.Option(None, help="Write a PNG of time per implementation against T."),
@@ -47,6 +49,8 @@ def bench_moe(
     from moelab.models import load_spec
     from moelab.report import console, emit_json, table
 
+    if min_sets < 1:
+        raise UserError(f"--min-sets must be >= 1, got {min_sets}")
     if not torch.cuda.is_available():
         raise UserError("moelab bench moe needs a CUDA GPU; none is visible here")
     spec = load_spec(model)
@@ -58,8 +62,8 @@ def bench_moe(
     Ts = _int_list(tokens, "--tokens")
     with console.status("measuring") as st:
         rows = bm.run(shape, Ts, read_gbps=ceil.read_gbps, bf16_tflops=ceil.bf16_tflops, samples=samples,
-                      compile_baselines=compile, progress=lambda s: st.update(f"measuring {s}"))
-    payload = {"model": spec.name, "tp": tp, "shape": shape.__dict__, "ceilings": {
+                      compile_baselines=compile, progress=lambda s: st.update(f"measuring {s}"), min_sets=min_sets)
+    payload = {"model": spec.name, "tp": tp, "shape": shape.__dict__, "min_sets": min_sets, "ceilings": {
         "name": ceil.name, "source": ceil.source, "read_gbps": ceil.read_gbps, "bf16_tflops": ceil.bf16_tflops},
         "rows": rows}
     if save:
