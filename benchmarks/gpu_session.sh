@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BM    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BN    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -517,6 +517,13 @@ case "${1:?stage A to G}" in
     run bench-moe 240 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     run bench-moe-35 110 python -m moelab bench moe --model qwen3.5-35b-a3b --tokens 1,2,4,8,16 --samples 10 --save
     run bench-moe-35tp 110 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
+    ;;
+  BN) # session 13. BL: at T=256 the down GEMM streams w2 at 82 % of the read ceiling (gate/up 90 %) and the chunked
+      # grouping's three launches take 10.6 us (the one-launch sort 3.6 at T=64). The grouped variants at T=64/256 with
+      # the down GEMM's own tiles and the sort in one launch up to 2048/4096 pairs. Predicted T=256 down -5..-11 us,
+      # the sort -5 us; T=64 nothing from the sort (already one launch).
+    run gpu-tests 60 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf -k "one_launch_sort"
+    run sweep-grouped 300 python benchmarks/sweep_moe.py --shapes "" --grouped 64,256 --grouped-variants --samples 10
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

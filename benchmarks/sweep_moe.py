@@ -261,6 +261,19 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False) -> dict:
                 dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=2),
                 dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=3),
                 dict(BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=4))]
+        if T < 2048:
+            # Session 13 (trace_moe.py, T=256): the down GEMM streams w2 at 82 % of the read ceiling where gate/up
+            # reaches 90 %, and the chunked grouping's three launches take 10.6 us where the one-launch sort took 3.6
+            # at T=64. The down GEMM's own tiles (longer programs), and the sort in one launch up to 2048 pairs.
+            # Predicted T=256: down -5..-11 us, the sort -5 us.
+            cfgs += [dict(base, DOWN=d) for d in (
+                dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=3),
+                dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4),
+                dict(BLOCK_N=128, BLOCK_K=128, num_warps=4, num_stages=3),
+                dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3),
+                dict(BLOCK_N=64, BLOCK_K=128, num_warps=4, num_stages=3),
+                dict(BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=5))]
+            cfgs += [dict(base, GROUP_SORT_MAX_P=2048), dict(base, GROUP_SORT_MAX_P=4096)]
         alln = dict(N_FASTEST=True, Y_LOWP=True, TMA=True)
         tiles = ([(128, 128, 64, 8, 2), (128, 64, 64, 4, 3), (64, 128, 64, 4, 3), (128, 128, 128, 8, 2)]
                  if T >= 2048 else

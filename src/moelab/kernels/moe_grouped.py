@@ -322,11 +322,13 @@ def group_chunk(P: int, E: int) -> int:
     return chunk if chunk <= 4096 else 0
 
 
-def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int | None = None):
+def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int | None = None,
+                sort_max_p: int | None = None):
     """(order, start, count, cum_tiles), int32: the (token, slot) pairs of ids [T, k] sorted by expert, stably;
     where each expert's pairs start in that order and how many; the inclusive cumsum of its ⌈count/bm⌉ tiles.
     fused: Triton kernels — one launch up to GROUP_FUSED_MAX_P pairs, else three over chunks (`chunk` pairs each, a
-    power of two; by default `group_chunk`); not fused: torch ops (the reference the kernels are tested against)."""
+    power of two; by default `group_chunk`); not fused: torch ops (the reference the kernels are tested against).
+    sort_max_p: the one-launch sort's limit instead of GROUP_FUSED_MAX_P (sweeps)."""
     flat = ids.reshape(-1)
     P = flat.numel()
     if fused:
@@ -337,7 +339,7 @@ def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int |
         buf = torch.empty(P + 3 * E, dtype=torch.int32, device=ids.device)
         order, start, count, cum_tiles = buf[:P], buf[P:P + E], buf[P + E:P + 2 * E], buf[P + 2 * E:]
         e_pad = next_pow2(E)
-        if chunk is None and group_fused(P):
+        if chunk is None and (group_fused(P) if sort_max_p is None else P <= sort_max_p):
             _group_sort_kernel[(1,)](flat, order, start, count, cum_tiles, P, E, BM=bm, E_PAD=e_pad,
                                      P_PAD=max(16, next_pow2(P)), num_warps=8)
             return order, start, count, cum_tiles
@@ -372,7 +374,7 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
         raise ValueError(f"grouped config DOWN: only BLOCK_N, BLOCK_K, num_warps, num_stages may differ from the "
                          f"gate/up GEMM's, got {sorted(extra)}")
     order, start, count, cum_tiles = group_pairs(ids, E, bm, fused=cfg.get("GROUP_FUSED", True),
-                                                 chunk=cfg.get("GROUP_CHUNK"))
+                                                 chunk=cfg.get("GROUP_CHUNK"), sort_max_p=cfg.get("GROUP_SORT_MAX_P"))
     if cfg.get("GEMM", "triton") == "grouped_mm":
         return _experts_pass_grouped_mm(x, w13, w2, weights, order, count, k)
     max_tiles = cdiv(P, bm) + E
