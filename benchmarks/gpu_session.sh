@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BN    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BO    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -524,6 +524,13 @@ case "${1:?stage A to G}" in
       # the sort -5 us; T=64 nothing from the sort (already one launch).
     run gpu-tests 60 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf -k "one_launch_sort"
     run sweep-grouped 300 python benchmarks/sweep_moe.py --shapes "" --grouped 64,256 --grouped-variants --samples 10
+    ;;
+  BO) # session 13. BN: at T=256 32-row tiles 313 against 318 us (adopted for 8·E < P <= 16·E); the down GEMM's own
+      # tiles tied, the one-launch sort at 2048 pairs lost (325). bf16 tests at T=256 (Qwen3-30B-A3B takes the new
+      # tiles), then the MoE bench's record on the shipped code.
+    run gpu-tests 120 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf \
+      -k "gpu_bf16_real_shapes and -256]"
+    run bench-moe 200 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -288,7 +288,10 @@ def grouped_config(P: int, E: int, H: int, I: int) -> dict:
       T=32 (256 pairs, 2 an expert on average): 16 × 64 tiles, 4 stages, the options: 261 µs (16 × 32, 3 stages, as
         before them: 267);
       T=64 / 128 (4 / 8 an expert): 16 × 64, 4 stages (session 8: 316 / 356 µs; the options unmeasured here);
-      T=256 (2k pairs) 64 × 64, 4 warps, 3 stages, the options: 379 µs (388 without);
+      T=256 (2k pairs) 64 × 64, 4 warps, 3 stages, the options: 379 µs (388 without); in session 13's sweep with the
+        options 32 × 64 beat it, 313 against 318 µs (8 to 16 pairs an expert: 32-row tiles from P > 8·E to 16·E);
+        there, too, the down GEMM's own 128-column tiles tied (314) and the one-launch sort at 2048 pairs lost
+        (325: one program's 2048-element sort is slower than the chunked grouping's three launches);
       T=4096 (32k pairs) 128 × 128, 8 warps, 3 stages, the options: 859 µs (1,110 without, on 4 stages).
     """
     opts = dict(N_FASTEST=True, Y_LOWP=True, TMA=True)
@@ -297,6 +300,8 @@ def grouped_config(P: int, E: int, H: int, I: int) -> dict:
                     DOWN=dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3), **opts)
     if P <= 8 * E:
         return dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=4, **opts)
+    if P <= 16 * E:  # T=256: 32-row tiles 313.3 against 317.6-318.4 us for 64 (session 13, gpu-session-BN-…)
+        return dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3, **opts)
     return dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3, **opts)
 
 
