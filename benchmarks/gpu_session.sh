@@ -531,6 +531,9 @@ case "${1:?stage A to G}" in
     run gpu-tests 120 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf \
       -k "gpu_bf16_real_shapes and -256]"
     run bench-moe 200 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    # Where one call per graph loses its ~38 us at T=32/64 (BM): the GPU idle between replays, or slower kernels?
+    run trace-1call 60 python benchmarks/trace_moe.py --tokens 8,32,64 --calls 1 --no-save
+    run trace-8call 60 python benchmarks/trace_moe.py --tokens 8,32,64 --calls 8 --no-save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
