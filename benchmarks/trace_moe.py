@@ -4,7 +4,8 @@
 
 `moelab bench moe` gives one number per T; this splits it. Qwen3-30B-A3B shapes, bf16, routing included (the route
 kernel, then `fused_moe` on its default path), weights rotating over enough layer copies that L2 cannot serve them,
-fresh routing per call: the bench's setup. A graph of `calls` layers is replayed under the profiler; per kernel,
+fresh routing per call: the bench's setup. A graph of `calls` layers is replayed under the profiler (at least 24
+calls in all; the gap between two replays belongs to the call after it); per kernel,
 as `trace_decode.py` reports them, its own duration and its advance (its end minus the latest end before it: the
 advances of one call sum to its span, launch gaps included), per call.
 """
@@ -56,20 +57,24 @@ def main() -> None:
         torch.cuda.synchronize()
         from torch.profiler import ProfilerActivity, profile
 
+        replays = max(3, -(-24 // a.calls))  # at least 24 calls traced
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(3):
+            for _ in range(replays):
                 g.replay()
             torch.cuda.synchronize()
         ev = kernel_events(prof)
-        per = len(ev) // (3 * a.calls)
-        if per * 3 * a.calls != len(ev):
-            raise SystemExit(f"T={T}: {len(ev)} kernels do not split into {3 * a.calls} equal calls")
-        calls = [ev[i * per:(i + 1) * per] for i in range(a.calls, 3 * a.calls)]  # the first replay may be cold
+        n_all = replays * a.calls
+        per = len(ev) // n_all
+        if per * n_all != len(ev):
+            raise SystemExit(f"T={T}: {len(ev)} kernels do not split into {n_all} equal calls")
+        # The first replay may be cold; each call counts from the end of the one before (across replays too, so the
+        # GPU's idle time between two graph launches is the next call's).
+        calls = [ev[i * per:(i + 1) * per] for i in range(a.calls, n_all)]
         rows: dict[str, dict] = defaultdict(lambda: {"dur": 0.0, "advance": 0.0})
         spans = []
-        prev_end = None
+        prev_end = max(e for _, _, e in ev[(a.calls - 1) * per:a.calls * per])
         for c in calls:
-            start = c[0][1] if prev_end is None else prev_end  # back-to-back calls: the gap before is this call's
+            start = prev_end
             latest = start
             for name, s, e in c:
                 r = rows[short(name)]
