@@ -528,12 +528,11 @@ case "${1:?stage A to G}" in
   BO) # session 13. BN: at T=256 32-row tiles 313 against 318 us (adopted for 8·E < P <= 16·E); the down GEMM's own
       # tiles tied, the one-launch sort at 2048 pairs lost (325). bf16 tests at T=256 (Qwen3-30B-A3B takes the new
       # tiles), then the MoE bench's record on the shipped code.
-    run gpu-tests 120 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf \
+    run gpu-tests 100 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf \
       -k "gpu_bf16_real_shapes and -256]"
-    run bench-moe 200 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    run bench-moe 150 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     # Where one call per graph loses its ~38 us at T=32/64 (BM): the GPU idle between replays, or slower kernels?
-    run trace-1call 60 python benchmarks/trace_moe.py --tokens 8,32,64 --calls 1 --no-save
-    run trace-8call 60 python benchmarks/trace_moe.py --tokens 8,32,64 --calls 8 --no-save
+    run trace-1call 60 python benchmarks/trace_moe.py --tokens 32,64 --calls 1 --no-save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
