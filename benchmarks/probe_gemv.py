@@ -74,8 +74,13 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--quick", action="store_true", help="only the best form of each kind (session 13's BI) and cuBLAS")
     a = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("probe_gemv needs a CUDA GPU")
+    sizes = [int(r) for r in a.rows.split(",")]
+    if any(r % 64 for r in sizes) or a.hidden % 1024:
+        raise SystemExit("probe_gemv: --rows must be multiples of 64 and --hidden of 1024 (the tiles are unmasked)")
     ceil = hardware.ceilings()
-    results = [probe(int(r), a.hidden, a.samples, a.quick, ceil) for r in a.rows.split(",")]
+    results = [probe(r, a.hidden, a.samples, a.quick, ceil) for r in sizes]
     if os.environ.get("MOELAB_RESULTS_DIR"):
         path = timing.save_result("probe-gemv", dict(sizes=results, H=a.hidden, read_gbps=ceil.read_gbps))
         print("saved", path)
@@ -116,9 +121,12 @@ def probe(R: int, H: int, samples: int, quick: bool, ceil) -> dict:
     want = sets[0][0].float() @ sets[0][1].float()
     rows = []
     for name, f in fns.items():
+        y.fill_(float("nan"))  # a form that writes nothing cannot inherit the last one's answer
         out = f(*sets[0])
         got = out.float() if name == "torch.mv" else y
         err = 0.0 if name == "stream_read" else float((got - want).norm() / want.norm())
+        if not err < 1e-2:  # nan too
+            raise SystemExit(f"probe_gemv: {name} is wrong (relative error {err:.2e}): not timed")
         m = timing.measure(f, sets, samples=samples)
         rows.append(dict(form=name, us=m.median_us, iqr_us=m.iqr_us, pct_read=100 * floor / m.median_us, err=err))
     rows.sort(key=lambda r: r["us"])

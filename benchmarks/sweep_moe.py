@@ -21,7 +21,8 @@ import torch
 from moelab import hardware, ops, timing
 from moelab.kernels.moe import PAIRS_MAX_T
 from moelab.kernels.moe_decode import decode_config, moe_decode
-from moelab.kernels.moe_grouped import grouped_config, moe_grouped
+from moelab.kernels import next_pow2
+from moelab.kernels.moe_grouped import GROUP_FUSED_MAX_P, grouped_config, moe_grouped
 from moelab.kernels.moe_pairs import moe_pairs
 from moelab.kernels.moe_t1 import moe_t1
 
@@ -273,7 +274,8 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False) -> dict:
                 dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3),
                 dict(BLOCK_N=64, BLOCK_K=128, num_warps=4, num_stages=3),
                 dict(BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=5))]
-            cfgs += [dict(base, GROUP_SORT_MAX_P=2048), dict(base, GROUP_SORT_MAX_P=4096)]
+            if GROUP_FUSED_MAX_P < T * k <= 4096:  # (at or below the limit the sort runs in one launch already)
+                cfgs.append(dict(base, GROUP_SORT_MAX_P=next_pow2(T * k)))
         alln = dict(N_FASTEST=True, Y_LOWP=True, TMA=True)
         tiles = ([(128, 128, 64, 8, 2), (128, 64, 64, 4, 3), (64, 128, 64, 4, 3), (128, 128, 128, 8, 2)]
                  if T >= 2048 else

@@ -29,6 +29,8 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=8)
     ap.add_argument("--no-save", action="store_true")
     a = ap.parse_args()
+    if a.calls < 1:
+        raise SystemExit(f"trace_moe: --calls must be >= 1, not {a.calls}")
     if not torch.cuda.is_available():
         raise SystemExit("trace_moe needs a CUDA GPU")
     E, H, I, k = 128, 2048, 768, 8
@@ -93,7 +95,8 @@ def main() -> None:
                            f"({flops / span / 1e6:.0f} TFLOP/s, {per} kernels)")
         results.append(dict(T=T, span_us=span, kernels_per_call=per, rows=table, tflops=flops / span / 1e6))
     if not a.no_save:
-        path = timing.save_result("trace-moe", {"shape": "qwen3-30b-a3b", "read_gbps": ceil.read_gbps,
+        path = timing.save_result("trace-moe", {"shape": "qwen3-30b-a3b", "calls_per_graph": a.calls,
+                                                "read_gbps": ceil.read_gbps,
                                                 "bf16_tflops": ceil.bf16_tflops, "results": results})
         print(f"saved {path}")
 

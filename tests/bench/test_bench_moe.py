@@ -41,7 +41,7 @@ def test_shape_from_spec_shards_experts():
         shape_from_spec(spec, tp=3)
 
 
-def test_cli_refuses_min_sets_below_one():
+def test_cli_refuses_min_sets_out_of_range():
     from typer.testing import CliRunner
 
     import moelab.cli
@@ -50,5 +50,6 @@ def test_cli_refuses_min_sets_below_one():
     from moelab.errors import UserError
 
     # `moelab.cli.main` prints a UserError as one line; through the Typer app it arrives as the exception.
-    r = CliRunner().invoke(moelab.cli.app, ["bench", "moe", "--min-sets", "0"])
-    assert isinstance(r.exception, UserError) and str(r.exception) == "--min-sets must be >= 1, got 0"
+    for bad in ("0", "65"):
+        r = CliRunner().invoke(moelab.cli.app, ["bench", "moe", "--min-sets", bad])
+        assert isinstance(r.exception, UserError) and str(r.exception) == f"--min-sets must be 1..64, got {bad}"

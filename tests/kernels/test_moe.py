@@ -97,7 +97,7 @@ def test_route_empty_and_errors():
 SHAPES = [  # T, E, H, I, k
     (1, 8, 64, 32, 2),
     (3, 16, 96, 48, 4),
-    (16, 8, 64, 32, 8),  # every expert hit
+    (16, 8, 64, 32, 8),  # every expert hit; the grouped path's 32-row tiles (8·E < P ≤ 16·E)
     (5, 60, 40, 24, 4),  # 60 experts (Qwen1.5-MoE), odd hidden
     (2, 6, 45, 22, 3),   # odd everything
 ]
@@ -346,15 +346,29 @@ def test_fused_grouping_equals_torch(T, E, k, bm):
         assert torch.equal(got, want)  # int64 ids, as torch.topk gives them
 
 
-def test_one_launch_sort_beyond_its_default_limit():
+def test_one_launch_sort_beyond_its_default_limit(monkeypatch):
     """The sort in one launch at 1,800 pairs (sort_max_p=2048, sweep_moe.py's GROUP_SORT_MAX_P; P_PAD=2048): the torch
-    ops' arrays exactly."""
+    ops' arrays exactly, and the chunked grouping never launched; through moe_grouped's config key too."""
+    from moelab.kernels import moe_grouped
     from moelab.kernels.moe_grouped import GROUP_FUSED_MAX_P, group_pairs
+
+    class Refused:
+        def __getitem__(self, grid):
+            raise AssertionError("the chunked grouping ran")
+
     g = torch.Generator().manual_seed(5)
     ids = torch.randint(0, 128, (225, 8), generator=g, dtype=torch.int32).to(DEV)
     assert ids.numel() > GROUP_FUSED_MAX_P
-    for got, want in zip(group_pairs(ids, 128, 64, fused=True, sort_max_p=2048), group_pairs(ids, 128, 64, fused=False)):
-        assert torch.equal(got, want)
+    want = group_pairs(ids, 128, 64, fused=False)
+    monkeypatch.setattr(moe_grouped, "_group_count_kernel", Refused())
+    for got, w in zip(group_pairs(ids, 128, 64, fused=True, sort_max_p=2048), want):
+        assert torch.equal(got, w)
+    seen = []
+    real = moe_grouped.group_pairs
+    monkeypatch.setattr(moe_grouped, "group_pairs", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    x, w13, w2, w, ids2, _ = make(3, 8, 32, 16, 2, torch.float32, seed=1)
+    moe_grouped.moe_grouped(x, w13, w2, w, ids2, out=poisoned(3, 32, x.dtype), config=dict(GROUP_SORT_MAX_P=2048))
+    assert seen and seen[0]["sort_max_p"] == 2048
 
 
 @pytest.mark.parametrize("T,E,k,bm,chunk", [(40, 8, 2, 16, 16), (33, 60, 4, 64, 32), (64, 3, 8, 16, 64),

@@ -31,8 +31,9 @@ def bench_moe(
     compile: bool = typer.Option(True, "--compile/--no-compile", help="Also time torch.compile of the baselines."),
     gpu: str = typer.Option("measured", help="Ceilings for the floor: 'measured' (this GPU) or a datasheet name."),
     samples: int = typer.Option(20, help="Timed samples per implementation."),
-    min_sets: int = typer.Option(8, help="Calls per CUDA graph at least (distinct inputs and routing each), as a "
-                                          "decode graph replays many layers; 1 charges every call a graph launch."),
+    min_sets: int = typer.Option(None, help="Calls per CUDA graph at least (distinct inputs and routing each), as a "
+                                             "decode graph replays many layers; 1 charges every call a graph launch. "
+                                             "Default: moelab.bench.moe.MIN_SETS (8)."),
     save: bool = typer.Option(False, help="Save the run under benchmarks/results/."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     plot: str = typer.Option(None, help="Write a PNG of time per implementation against T."),
@@ -49,8 +50,10 @@ def bench_moe(
     from moelab.models import load_spec
     from moelab.report import console, emit_json, table
 
-    if min_sets < 1:
-        raise UserError(f"--min-sets must be >= 1, got {min_sets}")
+    if min_sets is None:
+        min_sets = bm.MIN_SETS
+    if not 1 <= min_sets <= 64:
+        raise UserError(f"--min-sets must be 1..64, got {min_sets}")
     if not torch.cuda.is_available():
         raise UserError("moelab bench moe needs a CUDA GPU; none is visible here")
     spec = load_spec(model)
