@@ -516,17 +516,19 @@ _SORTS = ("moe_group_sort", "moe_group_sort_2k", "moe_group_sort_4k")
 
 
 @pytest.mark.parametrize("job", ["moe_pairs", "moe_t1", "moe_decode", "moe_decode_tma", "moe_gate_up", "moe_down",
-                                 "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "route_grouped", *_SORTS,
+                                 "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "moe_gate_up_wide_tma",
+                                 "moe_down_tma256", "route_grouped", *_SORTS,
                                  "moe_sum_k", "moe_group_count", "moe_group_scan", "moe_group_place"])
 def test_compiles_for_sm90(sm90, job):
     """The interpreter cannot see compile-only errors (a name bound in one branch of a runtime `if` passed it
     here and failed on the H200 once): every MoE kernel must also compile for sm_90 on the CPU."""
     assert "error" not in sm90[job], sm90[job].get("error")
     ptx = sm90[job]["ptx"]
-    grouped = ("moe_gate_up", "moe_down", "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide")
+    grouped = ("moe_gate_up", "moe_down", "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "moe_gate_up_wide_tma",
+               "moe_down_tma256")
     if job in grouped:
         assert "mma" in ptx  # tensor-core instructions, not FMA loops
-    if job in ("moe_gate_up_tma", "moe_down_tma"):
+    if job in ("moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide_tma", "moe_down_tma256"):  # (the last two: T=4096)
         assert "cp.async.bulk.tensor" in ptx  # the tiles come by TMA
     if job.startswith("moe_") and job not in grouped + _SORTS + ("moe_sum_k", "moe_group_count", "moe_group_scan",
                                                                  "moe_group_place"):
