@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BO    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BP    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -533,6 +533,12 @@ case "${1:?stage A to G}" in
     run bench-moe 150 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     # Where one call per graph loses its ~38 us at T=32/64 (BM): the GPU idle between replays, or slower kernels?
     run trace-1call 60 python benchmarks/trace_moe.py --tokens 32,64 --calls 1 --no-save
+    ;;
+  BP) # session 13: why one call per graph timed ~40 us slower at T=32 (BM) while the profiler saw the same kernels (BO).
+      # Hypothesis: timing.measure's sample starts from a synchronised, idle GPU, and a 300 us call is above its 200 us
+      # minimum sample, so each sample is ONE replay and carries the host's graph-launch latency; T=8 (126 us) takes two
+      # replays per sample and hides it. Predicted: one synchronised replay ~305, back to back ~262.
+    run probe-graph-calls 120 python benchmarks/probe_graph_calls.py --tokens 8,32 --samples 15
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
