@@ -524,7 +524,7 @@ case "${1:?stage A to G}" in
       # the sort -5 us; T=64 nothing from the sort (already one launch).
     run gpu-tests 60 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf -k "one_launch_sort"
     run sweep-grouped 300 python benchmarks/sweep_moe.py --shapes "" --grouped 64,256 --grouped-variants --samples 10
-    ;;
+    ;;  # (ran at a828a66; the one-launch sort's variant lost and is gone from the sweep)
   BO) # session 13. BN: at T=256 32-row tiles 313 against 318 us (adopted for 8·E < P <= 16·E); the down GEMM's own
       # tiles tied, the one-launch sort at 2048 pairs lost (325). bf16 tests at T=256 (Qwen3-30B-A3B takes the new
       # tiles), then the MoE bench's record on the shipped code.

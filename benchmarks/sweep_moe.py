@@ -21,8 +21,7 @@ import torch
 from moelab import hardware, ops, timing
 from moelab.kernels.moe import PAIRS_MAX_T
 from moelab.kernels.moe_decode import decode_config, moe_decode
-from moelab.kernels import next_pow2
-from moelab.kernels.moe_grouped import GROUP_FUSED_MAX_P, grouped_config, moe_grouped
+from moelab.kernels.moe_grouped import grouped_config, moe_grouped
 from moelab.kernels.moe_pairs import moe_pairs
 from moelab.kernels.moe_t1 import moe_t1
 
@@ -253,29 +252,16 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False) -> dict:
                dict(N_FASTEST=False, Y_LOWP=False, TMA=False), dict(GROUP_FUSED=False),
                dict(WIDE=not base.get("WIDE", False))]
         cfgs = [dict(base, **f) for f in off]
-        if T >= 2048:  # WIDE's weights by pointers; the down GEMM's own tiles (K = I = 768: 12 chunks of 64)
+        # The down GEMM's own tiles (K = I = 768: 12 chunks of 64), as (BLOCK_N, BLOCK_K, num_warps, num_stages).
+        # Below 2048 tokens (session 13, trace_moe.py at T=256: the down GEMM streams w2 at 82 % of the read ceiling
+        # where gate/up reaches 90 %; predicted −5..−11 µs): longer programs on 4 warps. (The sort in one launch at
+        # 2048 pairs was swept then too, and lost: code in a828a66.)
+        if T >= 2048:  # and WIDE's weights by pointers, wider K chunks
             cfgs += [dict(base, WIDE_TMA=False), dict(base, BLOCK_K=128, num_stages=2)]
-            cfgs += [dict(base, DOWN=d) for d in (
-                dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3),
-                dict(BLOCK_N=256, BLOCK_K=128, num_warps=8, num_stages=2),
-                dict(BLOCK_N=128, BLOCK_K=128, num_warps=8, num_stages=3),
-                dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=2),
-                dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=3),
-                dict(BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=4))]
-        if T < 2048:
-            # Session 13 (trace_moe.py, T=256): the down GEMM streams w2 at 82 % of the read ceiling where gate/up
-            # reaches 90 %, and the chunked grouping's three launches take 10.6 us where the one-launch sort took 3.6
-            # at T=64. The down GEMM's own tiles (longer programs), and the sort in one launch up to 2048 pairs.
-            # Predicted T=256: down -5..-11 us, the sort -5 us.
-            cfgs += [dict(base, DOWN=d) for d in (
-                dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=3),
-                dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4),
-                dict(BLOCK_N=128, BLOCK_K=128, num_warps=4, num_stages=3),
-                dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3),
-                dict(BLOCK_N=64, BLOCK_K=128, num_warps=4, num_stages=3),
-                dict(BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=5))]
-            if GROUP_FUSED_MAX_P < T * k <= 4096:  # (at or below the limit the sort runs in one launch already)
-                cfgs.append(dict(base, GROUP_SORT_MAX_P=next_pow2(T * k)))
+            downs = [(128, 64, 8, 3), (256, 128, 8, 2), (128, 128, 8, 3), (128, 64, 8, 2), (128, 64, 4, 3), (64, 64, 4, 4)]
+        else:
+            downs = [(128, 64, 4, 3), (128, 64, 4, 4), (128, 128, 4, 3), (256, 64, 8, 3), (64, 128, 4, 3), (64, 64, 4, 5)]
+        cfgs += [dict(base, DOWN=dict(BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns)) for bn, bk, nw, ns in downs]
         alln = dict(N_FASTEST=True, Y_LOWP=True, TMA=True)
         tiles = ([(128, 128, 64, 8, 2), (128, 64, 64, 4, 3), (64, 128, 64, 4, 3), (128, 128, 128, 8, 2)]
                  if T >= 2048 else

@@ -302,11 +302,6 @@ SM90_JOBS["moe_decode_tma"] = (_module, _kernel, dict(_types, w13_desc="tensorde
                                                       w2_desc="tensordesc<bf16[64, 64]>"),
                                dict(SM90_JOBS["moe_decode_pdl"][3], TMA=True), _div16_t8, *_rest)
 
-# The one-launch sort at 2048 and 4096 pairs (T=256 / 512, k=8; sweep_moe.py's GROUP_SORT_MAX_P, session 13).
-_module, _kernel, _types, _consts, _div16, *_rest = SM90_JOBS["moe_group_sort"]
-SM90_JOBS["moe_group_sort_2k"] = (_module, _kernel, _types, dict(_consts, BM=64, P_PAD=2048), _div16, *_rest)
-SM90_JOBS["moe_group_sort_4k"] = (_module, _kernel, _types, dict(_consts, BM=64, P_PAD=4096), _div16, *_rest)
-
 _SM90_SCRIPT = r"""
 import importlib, json, sys
 import triton

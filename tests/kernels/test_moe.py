@@ -346,31 +346,6 @@ def test_fused_grouping_equals_torch(T, E, k, bm):
         assert torch.equal(got, want)  # int64 ids, as torch.topk gives them
 
 
-def test_one_launch_sort_beyond_its_default_limit(monkeypatch):
-    """The sort in one launch at 1,800 pairs (sort_max_p=2048, sweep_moe.py's GROUP_SORT_MAX_P; P_PAD=2048): the torch
-    ops' arrays exactly, and the chunked grouping never launched; through moe_grouped's config key too."""
-    from moelab.kernels import moe_grouped
-    from moelab.kernels.moe_grouped import GROUP_FUSED_MAX_P, group_pairs
-
-    class Refused:
-        def __getitem__(self, grid):
-            raise AssertionError("the chunked grouping ran")
-
-    g = torch.Generator().manual_seed(5)
-    ids = torch.randint(0, 128, (225, 8), generator=g, dtype=torch.int32).to(DEV)
-    assert ids.numel() > GROUP_FUSED_MAX_P
-    want = group_pairs(ids, 128, 64, fused=False)
-    monkeypatch.setattr(moe_grouped, "_group_count_kernel", Refused())
-    for got, w in zip(group_pairs(ids, 128, 64, fused=True, sort_max_p=2048), want):
-        assert torch.equal(got, w)
-    seen = []
-    real = moe_grouped.group_pairs
-    monkeypatch.setattr(moe_grouped, "group_pairs", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
-    x, w13, w2, w, ids2, _ = make(3, 8, 32, 16, 2, torch.float32, seed=1)
-    moe_grouped.moe_grouped(x, w13, w2, w, ids2, out=poisoned(3, 32, x.dtype), config=dict(GROUP_SORT_MAX_P=2048))
-    assert seen and seen[0]["sort_max_p"] == 2048
-
-
 @pytest.mark.parametrize("T,E,k,bm,chunk", [(40, 8, 2, 16, 16), (33, 60, 4, 64, 32), (64, 3, 8, 16, 64),
                                             (9, 128, 8, 128, 16), (200, 128, 8, 128, None)])
 def test_chunked_grouping_equals_torch(T, E, k, bm, chunk):
@@ -512,12 +487,9 @@ def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):
             assert rel(a, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
 
 
-_SORTS = ("moe_group_sort", "moe_group_sort_2k", "moe_group_sort_4k")
-
-
 @pytest.mark.parametrize("job", ["moe_pairs", "moe_t1", "moe_decode", "moe_decode_tma", "moe_gate_up", "moe_down",
                                  "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "moe_gate_up_wide_tma",
-                                 "moe_down_tma256", "route_grouped", *_SORTS,
+                                 "moe_down_tma256", "route_grouped", "moe_group_sort",
                                  "moe_sum_k", "moe_group_count", "moe_group_scan", "moe_group_place"])
 def test_compiles_for_sm90(sm90, job):
     """The interpreter cannot see compile-only errors (a name bound in one branch of a runtime `if` passed it
@@ -530,7 +502,7 @@ def test_compiles_for_sm90(sm90, job):
         assert "mma" in ptx  # tensor-core instructions, not FMA loops
     if job in ("moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide_tma", "moe_down_tma256"):  # (the last two: T=4096)
         assert "cp.async.bulk.tensor" in ptx  # the tiles come by TMA
-    if job.startswith("moe_") and job not in grouped + _SORTS + ("moe_sum_k", "moe_group_count", "moe_group_scan",
+    if job.startswith("moe_") and job not in grouped + ("moe_group_sort", "moe_sum_k", "moe_group_count", "moe_group_scan",
                                                                  "moe_group_place"):
         assert "atom" in ptx or "red." in ptx  # the phase counters are real atomics
     if job == "moe_decode_tma":

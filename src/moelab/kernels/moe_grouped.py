@@ -291,7 +291,7 @@ def grouped_config(P: int, E: int, H: int, I: int) -> dict:
       T=256 (2k pairs) 64 × 64, 4 warps, 3 stages, the options: 379 µs (388 without); in session 13's sweep with the
         options 32 × 64 beat it, 313 against 318 µs (8 to 16 pairs an expert: 32-row tiles from P > 8·E to 16·E);
         there, too, the down GEMM's own 128-column tiles tied (314) and the one-launch sort at 2048 pairs lost
-        (325: one program's 2048-element sort is slower than the chunked grouping's three launches);
+        (325: one program's 2048-element sort is slower than the chunked grouping's three launches; a828a66);
       T=4096 (32k pairs) 128 × 128, 8 warps, 3 stages, the options: 859 µs (1,110 without, on 4 stages).
     """
     opts = dict(N_FASTEST=True, Y_LOWP=True, TMA=True)
@@ -327,13 +327,11 @@ def group_chunk(P: int, E: int) -> int:
     return chunk if chunk <= 4096 else 0
 
 
-def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int | None = None,
-                sort_max_p: int | None = None):
+def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int | None = None):
     """(order, start, count, cum_tiles), int32: the (token, slot) pairs of ids [T, k] sorted by expert, stably;
     where each expert's pairs start in that order and how many; the inclusive cumsum of its ⌈count/bm⌉ tiles.
     fused: Triton kernels — one launch up to GROUP_FUSED_MAX_P pairs, else three over chunks (`chunk` pairs each, a
-    power of two; by default `group_chunk`); not fused: torch ops (the reference the kernels are tested against).
-    sort_max_p: the one-launch sort's limit instead of GROUP_FUSED_MAX_P (sweeps)."""
+    power of two; by default `group_chunk`); not fused: torch ops (the reference the kernels are tested against)."""
     flat = ids.reshape(-1)
     P = flat.numel()
     if fused:
@@ -344,7 +342,7 @@ def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int |
         buf = torch.empty(P + 3 * E, dtype=torch.int32, device=ids.device)
         order, start, count, cum_tiles = buf[:P], buf[P:P + E], buf[P + E:P + 2 * E], buf[P + 2 * E:]
         e_pad = next_pow2(E)
-        if chunk is None and (group_fused(P) if sort_max_p is None else P <= sort_max_p):
+        if chunk is None and group_fused(P):
             _group_sort_kernel[(1,)](flat, order, start, count, cum_tiles, P, E, BM=bm, E_PAD=e_pad,
                                      P_PAD=max(16, next_pow2(P)), num_warps=8)
             return order, start, count, cum_tiles
@@ -379,7 +377,7 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
         raise ValueError(f"grouped config DOWN: only BLOCK_N, BLOCK_K, num_warps, num_stages may differ from the "
                          f"gate/up GEMM's, got {sorted(extra)}")
     order, start, count, cum_tiles = group_pairs(ids, E, bm, fused=cfg.get("GROUP_FUSED", True),
-                                                 chunk=cfg.get("GROUP_CHUNK"), sort_max_p=cfg.get("GROUP_SORT_MAX_P"))
+                                                 chunk=cfg.get("GROUP_CHUNK"))
     if cfg.get("GEMM", "triton") == "grouped_mm":
         return _experts_pass_grouped_mm(x, w13, w2, weights, order, count, k)
     max_tiles = cdiv(P, bm) + E
