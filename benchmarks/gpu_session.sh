@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BP    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BQ    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -539,6 +539,15 @@ case "${1:?stage A to G}" in
       # minimum sample, so each sample is ONE replay and carries the host's graph-launch latency; T=8 (126 us) takes two
       # replays per sample and hides it. Predicted: one synchronised replay ~305, back to back ~262.
     run probe-graph-calls 120 python benchmarks/probe_graph_calls.py --tokens 8,32 --samples 15
+    ;;
+  BQ) # session 14: stage BP's probe on the fixed timer (graph samples now start behind one untimed replay, so the
+      # GPU is busy when the start event fires). Predicted: "one synchronised replay" ~305 us at T=32 (the old reading),
+      # timing.measure at 1, 2 and 8 calls per graph all within ~2 % of the back-to-back replays (~262-271). Then the
+      # MoE bench's record on the fixed timer: T=1 -0.3..-0.6 us (a graph of 8 calls, one replay per sample), T=32..4096
+      # the launch latency / 8 calls less per call.
+    run hw 90 python -m moelab hw --save
+    run probe-graph-calls 120 python benchmarks/probe_graph_calls.py --tokens 8,32 --samples 15
+    run bench-moe 240 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
