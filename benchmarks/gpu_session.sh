@@ -548,6 +548,9 @@ case "${1:?stage A to G}" in
     run hw 90 python -m moelab hw --save
     run probe-graph-calls 120 python benchmarks/probe_graph_calls.py --tokens 8,32 --samples 15
     run bench-moe 240 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    # The census grid with the empty slots' programs last (COMPACT, new default) against the old order, alone.
+    # Predicted T=16 -1..-3 us (37 % of its programs are on empty slots), T=8 -0.5..-1.5.
+    run sweep-compact 90 python benchmarks/sweep_moe.py --mode decode --shapes qwen3,qwen35 --tokens 8,16 --compact --samples 10
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
