@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BQ    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BR    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -549,8 +549,18 @@ case "${1:?stage A to G}" in
     run probe-graph-calls 120 python benchmarks/probe_graph_calls.py --tokens 8,32 --samples 15
     run bench-moe 240 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     # The census grid with the empty slots' programs last (COMPACT, new default) against the old order, alone.
-    # Predicted T=16 -1..-3 us (37 % of its programs are on empty slots), T=8 -0.5..-1.5.
+    # Predicted T=16 -1..-3 us (37 % of its programs are on empty slots), T=8 -0.5..-1.5. (Ran at 72fff66: a tie at
+    # T=8 and 16, both shapes; COMPACT and --compact removed after it, sweep-moe-census-compact-…T1759.)
     run sweep-compact 90 python benchmarks/sweep_moe.py --mode decode --shapes qwen3,qwen35 --tokens 8,16 --compact --samples 10
+    ;;
+  BR) # session 14: the tensor-core linear's whole-slice form in the chain (dot_config(whole_k=True): each split one
+      # 64 x 256 chunk requested before gdc_wait; qkv 80 x 8, o 32 x 16; 144 registers, 3 programs per SM, so ~12.7 MB
+      # of qkv's 21 requested before the wait, against 5.3 MB for the pipelined loop's peeled 8 KB chunks). Predicted:
+      # batch 8 -0.1..-0.25 ms per token (qkv 8.5 and o 8.2 us a layer in the trace, floors 4.5 and 3.6); 16 KB chunks
+      # (5 programs per SM, 10.6 MB before the wait) about the same. Batch 1 runs the GEMV: untouched.
+    run gpu-tests 150 python -m pytest tests/kernels/test_linear.py tests/engine/test_parity.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
+    run ab-b8 240 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,kb16=MOELAB_DOT_WHOLE_KB:16,loop=MOELAB_DOT_WHOLE_K:0
+    run trace-b8 100 python benchmarks/trace_decode.py --batch 8 --ctx 1024
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -59,8 +59,6 @@ def main() -> None:
     ap.add_argument("--phase1", action="store_true",
                     help="decode mode, T > 1: also the census kernel with larger phase-1 tiles (BLOCK_I 32/64, BLOCK_K "
                          "64/128, 3/4 stages) on the default's 64-row phase-2 tiles and 4 warps")
-    ap.add_argument("--compact", action="store_true",
-                    help="decode mode, T > 1: only the shipped census config, with and without COMPACT")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -137,12 +135,6 @@ def main() -> None:
                 # included, in the same process.
                 census = [dict(decode_config(T, k, H, I))] + [c for c in grid if "KERNEL" not in c]
                 grid = census + [dict(c, TMA=True) for c in census]
-            if a.mode == "decode" and T > 1 and a.compact:
-                # Session 14: the shipped config with the empty slots' programs last (COMPACT, the default) and with
-                # the worst-case phase-1 range (a block of empty-slot programs between the phases, as before).
-                # Predicted T=16 -1..-3 us (37 % of its programs are on empty slots), T=8 -0.5..-1.5.
-                base_cfg = dict(decode_config(T, k, H, I))
-                grid = [dict(base_cfg, COMPACT=True), dict(base_cfg, COMPACT=False)]
             if a.mode == "decode" and 1 < T <= PAIRS_MAX_T:
                 grid.append(dict(KERNEL="pairs"))  # the default up to PAIRS_MAX_T, against the census, same process
             if a.mode == "pairs" and a.spin:

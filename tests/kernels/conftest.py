@@ -144,6 +144,14 @@ SM90_JOBS = {
                    {"T": 8, "T_PAD": 16, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": 4, "HAS_BIAS": False,
                     "USE_PDL": True, "PREC": "tf32"},
                    ["x_ptr", "w_ptr", "out_ptr", "part_ptr", "N", "K", "s_xt", "s_wn", "s_ot"]),
+    # The whole-slice form in the chain (dot_config(whole_k=True)): qkv at T=8, one 64 × 256 chunk per split.
+    "linear_dot_whole": ("linear", "_linear_dot_kernel",
+                         {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "out_ptr": "*bf16",
+                          "part_ptr": "*fp32", "cnt_ptr": "*i32"},
+                         {"T": 8, "T_PAD": 16, "BLOCK_N": 64, "BLOCK_K": 256, "SPLIT_K": 8, "HAS_BIAS": False,
+                          "USE_PDL": True, "PREC": "tf32"},
+                         ["x_ptr", "w_ptr", "out_ptr", "part_ptr", "N", "K", "s_xt", "s_wn", "s_ot"],
+                         {"num_warps": 4, "num_stages": 1}),
     # MoE (decode paths at Qwen3-30B-A3B T=1 / T=8; grouped prefill; routing).
     "moe_pairs": ("moe_pairs", "_moe_pairs_kernel",
                   {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",
@@ -178,7 +186,7 @@ SM90_JOBS = {
                    {"K": 8, "K_PAD": 8, "P_PAD": 64, "E_PAD": 128, "S_MAX": 65, "S_PAD": 128, "N_IBLK": 24, "N_HBLK": 32,
                     "N1": 1560, "BLOCK_T": 16, "BLOCK_I": 32, "BLOCK_K": 64, "BLOCK_H": 64, "BLOCK_K2": 64,
                     "HAS_SHARED": True, "SHARED_GATE": True, "PREC": "tf32", "TRIGGER": False, "USE_PDL": False,
-                    "TMA": False, "COMPACT": True},
+                    "TMA": False},
                    ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"],
                    {"num_warps": 4, "num_stages": 4}),  # decode_config at T = 2..16
     "moe_gate_up": ("moe_grouped", "_gate_up_kernel",
@@ -290,6 +298,9 @@ SM90_JOBS = {
 # The router at 16 rows, outside the PDL chain: nothing released early. Otherwise "router_t8"'s launch.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["router_t8"]
 SM90_JOBS["router_t16"] = (_module, _kernel, _types, dict(_consts, T_PAD=16, BLOCK_H=1024, TRIGGER=False), *_rest)
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["linear_dot_whole"]
+SM90_JOBS["linear_dot_whole_w8"] = (_module, _kernel, _types, _consts, _rest[0], {"num_warps": 8, "num_stages": 1})
+SM90_JOBS["linear_dot_whole_16k"] = (_module, _kernel, _types, dict(_consts, BLOCK_K=128, SPLIT_K=16), *_rest)
 # The census kernel in the PDL chain (T ≤ CHAIN_MAX_T) without a shared expert, specialized as a real T=8 launch is
 # (every integer argument but T divisible by 16): otherwise "moe_decode"'s launch.
 _module, _kernel, _types, _consts, _div16, *_rest = SM90_JOBS["moe_decode"]

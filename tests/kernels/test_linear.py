@@ -322,6 +322,32 @@ def test_dot_config():
     assert linear_config(8, 5120, 2048, dot=True) == qkv
 
 
+def test_dot_whole_k_config(monkeypatch):
+    """whole_k on tensor cores (the PDL chain, T ≤ 16): qkv 80 row blocks × 8 splits and o_proj 32 × 16, each split
+    one 64 × 256 chunk (32 KB) and no pipeline ring (num_stages 1); lm_head, whose grid would pass one wave, keeps the
+    loop; MOELAB_DOT_WHOLE_K=0 gives the loop back."""
+    qkv, o = dot_config(8, 5120, 2048, whole_k=True), dot_config(8, 2048, 4096, whole_k=True)
+    assert (qkv["BLOCK_K"], qkv["SPLIT_K"], o["BLOCK_K"], o["SPLIT_K"]) == (256, 8, 256, 16)
+    assert qkv["BLOCK_N"] == o["BLOCK_N"] == 64 and qkv["num_stages"] == o["num_stages"] == 1
+    assert dot_config(8, 151936, 2048, whole_k=True) == dot_config(8, 151936, 2048)
+    assert dot_config(32, 5120, 2048, whole_k=True) == dot_config(32, 5120, 2048)
+    assert linear_config(8, 5120, 2048, dot=True, whole_k=True) == qkv
+    monkeypatch.setenv("MOELAB_DOT_WHOLE_K", "0")
+    assert dot_config(8, 5120, 2048, whole_k=True) == dot_config(8, 5120, 2048)
+
+
+@pytest.mark.parametrize("T,N,K", [(8, 70, 1000), (5, 33, 256), (16, 64, 300)])
+def test_dot_whole_k_chunks(T, N, K, close):
+    """The whole-slice tiling on tensor cores (each split's K range one chunk, the loop never entered, one stage), as
+    dot_config(whole_k=True) picks it, at odd shapes: the reference's answer, every output written."""
+    x, w, b = make(T, N, K, torch.float16, seed=T + N + K, bias=True)
+    bk = 64 if K > 256 else 256
+    cfg = dict(DOT=True, BLOCK_N=64, BLOCK_K=bk, SPLIT_K=-(-K // bk), num_warps=4, num_stages=1)
+    got = linear(x, w, b, out=poisoned(T, N, x.dtype), config=cfg)
+    assert not got.isnan().any()
+    close(got, linear_reference(x, w, b))
+
+
 def test_registered_kernel_is_this_kernel():
     assert ops.get("linear", "moelab") is linear
     assert ops.get("linear", "eager") is linear_reference
@@ -411,6 +437,19 @@ def test_compiles_for_sm90_whole_k_before_the_wait(sm90):
     wait = qkv["ptx"].index("griddepcontrol.wait")
     assert len(re.findall(r"ld\.global\.L1::evict_first", qkv["ptx"][:wait])) == 16
     assert not re.findall(r"ld\.global\.L1::evict_first", qkv["ptx"][wait:])
+
+
+def test_compiles_for_sm90_dot_whole_k_before_the_wait(sm90):
+    """The tensor-core kernel's whole-slice form (qkv at T=8: a 64 × 256 chunk per split): every weight vector of the
+    program (64 × 256 bf16 over 128 threads: 16 a thread) is requested before griddepcontrol.wait, x only after it,
+    and no pipeline ring (no cp.async) is left."""
+    job = sm90["linear_dot_whole"]
+    assert "error" not in job, job.get("error")
+    ptx = job["ptx"]
+    wait = ptx.index("griddepcontrol.wait")
+    before = re.findall(r"ld\.global\S*", ptx[:wait])
+    assert len(before) == 16 and all("evict_first" in ld and ".v4." in ld for ld in before), before
+    assert "cp.async" not in ptx
 
 
 def test_compiles_for_sm90_split_k_and_pdl(sm90):

@@ -283,20 +283,6 @@ def test_decode_census_bad_id_gets_no_slot(T, E, k, dtype):
         assert torch.equal(got[keep], moe_decode(x, w13, w2, w, ids, sh, out=poisoned(T, 64, dtype))[keep])
 
 
-@pytest.mark.parametrize("T,E,k,shared", [(3, 16, 2, None), (5, 60, 4, (24, True)), (4, 8, 4, (16, False))])
-def test_decode_census_compact_order(T, E, k, shared):
-    """The census grid with the empty slots' programs last (COMPACT, the default; the shared expert's slot right after
-    the routed ones) against the worst-case phase-1 range: both the reference's answer, and bitwise one another (each
-    output element is summed by the same expression in the same order), on a grid with empty slots (T·k > distinct)."""
-    from moelab.kernels.moe_decode import moe_decode
-    x, w13, w2, w, ids, sh = make(T, E, 64, 40, k, torch.float16, seed=T + E, shared=shared)
-    assert torch.unique(ids).numel() < min(E, T * k)  # some slots of the grid are empty
-    on = moe_decode(x, w13, w2, w, ids, sh, out=poisoned(T, 64, x.dtype), config=dict(COMPACT=True))
-    off = moe_decode(x, w13, w2, w, ids, sh, out=poisoned(T, 64, x.dtype), config=dict(COMPACT=False))
-    assert rel(on, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[torch.float16]
-    assert torch.equal(on, off)
-
-
 def test_decode_many_seeds():
     """100 random seeds at one decode shape (routing and data both change)."""
     for path in ("pairs", "decode"):

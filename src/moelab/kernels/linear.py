@@ -234,7 +234,7 @@ def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132
     (qkv 8 × 2048, o_proj 4 × 4096; measured in the chained step, docs/worklog.md session 6), when K allows.
     """
     if dot:
-        return dot_config(T, N, K, elem_bytes=elem_bytes, sms=sms)
+        return dot_config(T, N, K, elem_bytes=elem_bytes, sms=sms, whole_k=whole_k)
     vec = 16 // elem_bytes
     num_warps = 4
     block_k = min(32 * vec * num_warps, max(vec, next_pow2(K)))
@@ -255,15 +255,36 @@ def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132
     return dict(DOT=False, BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split, num_warps=num_warps)
 
 
-def dot_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132) -> dict:
+# The tensor-core kernel's whole-slice form in the PDL chain (`dot_config(whole_k=True)`): $MOELAB_DOT_WHOLE_K=0 turns
+# it off (the A/B switch of session 14, benchmarks/ab_chain.py).
+DOT_WHOLE_K_BYTES = 32 * 1024
+
+
+def dot_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132, whole_k: bool = False) -> dict:
     """Launch parameters of the tensor-core kernel, from the napkin math and one sweep (H200, session 8,
     `bench_linear.py --sweep dot` at T=8, bench-linear-…T220944): tiles of 64 weight rows (one warpgroup's MMA
     height) × 64 columns, 4 stages: 40 KB of shared memory at T ≤ 16 (Triton 3.6, sm_90), so 5 programs per SM and
     three 8 KB chunks of each in flight (128 columns took 80 KB: 2 programs per SM). SPLIT_K doubles (to 8 at most,
     for the partials' round trip) while the grid is under 2 programs per SM and each split keeps ≥ 4 chunks.
     Qwen3-30B-A3B at T=8: qkv 80 row blocks × 4 splits (the sweep's best, 9.7 µs; 8 splits, the rule with 4
-    programs per SM until then, 12.0), o_proj 32 × 8 (best, 9.1), lm_head 2374 × 1 (best, 151); the router 2 × 8."""
+    programs per SM until then, 12.0), o_proj 32 × 8 (best, 9.1), lm_head 2374 × 1 (best, 151); the router 2 × 8.
+
+    whole_k (a PDL launch in the step's chain): each split's K range is ONE chunk of DOT_WHOLE_K_BYTES (64 rows × 256
+    at bf16), so the kernel's peeled first load is the program's whole weight slice, requested before `gdc_wait`: the
+    weight streams while the kernels before it run, as the GEMV's whole-K form does at T ≤ 2 (batch 1: qkv advances
+    the step by 2.5 µs against a 4.5 µs floor, trace-decode-…T215406), where the pipelined loop requests one 8 KB
+    chunk before the wait. Only where the grid is one wave (≤ 5 programs per SM) with ≤ 16 splits: qkv 80 × 8, o_proj
+    32 × 16; lm_head keeps the loop."""
     block_n = min(64, max(16, next_pow2(N)))
+    if whole_k and T <= 16 and env_int("MOELAB_DOT_WHOLE_K", 1):
+        chunk = env_int("MOELAB_DOT_WHOLE_KB", DOT_WHOLE_K_BYTES // 1024) * 1024
+        wk = max(16, min(next_pow2(K), chunk // (block_n * elem_bytes)))
+        split = cdiv(K, wk)
+        if split <= 16 and cdiv(N, block_n) * split <= 5 * sms:
+            # num_stages=1: the loop after the peeled chunk never runs, and with more stages Triton still allocates
+            # its ring (200 KB of shared memory at 4). 144 registers at 4 warps (sm_90, Triton 3.6).
+            return dict(DOT=True, BLOCK_N=block_n, BLOCK_K=wk, SPLIT_K=split,
+                        num_warps=env_int("MOELAB_DOT_WHOLE_WARPS", 4), num_stages=1)
     block_k = min(64, max(16, next_pow2(K)))
     n_blk, chunks = cdiv(N, block_n), cdiv(K, block_k)
     split = 1

@@ -110,7 +110,6 @@ def _moe_decode_kernel(
     TRIGGER: tl.constexpr = False,  # release a PDL-launched next kernel (the next norm) as each program starts
     USE_PDL: tl.constexpr = False,  # launched with PDL (the router released it): wait before reading anything
     TMA: tl.constexpr = False,  # weight tiles by tensor descriptor (Hopper TMA), not pointer loads; no shared expert
-    COMPACT: tl.constexpr = True,  # phase 2 starts right after the hit slots' phase 1 (empty slots' programs last)
 ):
     tl.static_assert(not (TMA and HAS_SHARED), "the TMA form has no shared expert")
     if TRIGGER:
@@ -140,31 +139,20 @@ def _moe_decode_kernel(
     offs_t = tl.arange(0, BLOCK_T)
     tmask = offs_t < T
 
-    # Phase 1 is programs [0, n1) as (slot, row block); phase 2 the rest as (slot, output block). COMPACT: n1 counts
-    # the slots hit (the shared expert's right after the routed ones), so the grid's programs for empty slots (the
-    # grid is sized for min(E, T·k) slots: ~17 % empty at T=8, ~37 % at T=16) all come last, after every real one,
-    # instead of a block of them between the two phases. Else n1 = N1, the worst case (the shared slot last).
-    if COMPACT:
-        n1 = n_slots * N_IBLK
-    else:
-        n1 = N1
-    phase1 = pid < n1
-    q = tl.maximum(pid - n1, 0)
-    s = tl.where(phase1, pid // N_IBLK, q // N_HBLK)
+    # Phase 1 is programs [0, N1) as (slot, row block); phase 2 the rest as (slot, output block).
+    q = tl.maximum(pid - N1, 0)
+    s = tl.where(pid < N1, pid // N_IBLK, q // N_HBLK)
     ib = pid % N_IBLK
     hb = q % N_HBLK
     if HAS_SHARED:
-        if COMPACT:
-            is_shared = s == n_routed
-        else:
-            is_shared = s == S_MAX - 1
+        is_shared = s == S_MAX - 1
     else:
         is_shared = s < 0
     e = _slot_expert(present, rank, offs_e, s)
     I_s = tl.where(is_shared, IS, I)
     slot_on = is_shared | (s < n_routed)
 
-    if phase1:
+    if pid < N1:
         # ---------------- phase 1: gate/up rows of one expert for all its tokens ----------------
         if slot_on & (ib * BLOCK_I < I_s):
             if is_shared:
@@ -339,8 +327,6 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
            and w13.is_contiguous() and w2.is_contiguous()
            and (H * w13.element_size()) % 16 == 0 and (I * w2.element_size()) % 16 == 0
            and w13.data_ptr() % 16 == 0 and w2.data_ptr() % 16 == 0)
-    # Empty slots' programs last (COMPACT; MOELAB_CENSUS_COMPACT=0 for the A/B of session 14: unmeasured so far).
-    compact = bool(cfg.pop("COMPACT", env_flag("MOELAB_CENSUS_COMPACT", True)))
     if tma:
         from triton.tools.tensor_descriptor import TensorDescriptor
         w13_desc = TensorDescriptor.from_tensor(w13.view(E * I2, H), [cfg["BLOCK_I"], cfg["BLOCK_K"]])
@@ -356,6 +342,6 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
         E_PAD=next_pow2(E), S_MAX=s_max, S_PAD=next_pow2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
         HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None,
         PREC=_prec(x.dtype, "fused_moe (census path)") if cfg["BLOCK_T"] >= 16 else "tf32",  # 1 token: no tl.dot
-        TRIGGER=pdl, USE_PDL=pdl, TMA=tma, COMPACT=compact, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
+        TRIGGER=pdl, USE_PDL=pdl, TMA=tma, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
     )
     return out
