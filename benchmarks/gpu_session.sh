@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BR    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BS    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -561,6 +561,14 @@ case "${1:?stage A to G}" in
     run gpu-tests 150 python -m pytest tests/kernels/test_linear.py tests/engine/test_parity.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
     run ab-b8 240 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,kb16=MOELAB_DOT_WHOLE_KB:16,loop=MOELAB_DOT_WHOLE_K:0
     run trace-b8 100 python benchmarks/trace_decode.py --batch 8 --ctx 1024
+    ;;
+  BS) # session 14. BR: the whole-slice form won at batch 8 (7.71 -> 7.63 ms, -1.0 %; 16 KB chunks 7.71), adopted; its GPU
+      # tests hit BR's 150 s limit with nothing failed. The tests again, then the records on the shipped code: decode at
+      # batches 1, 8 and 32, and the batch-1 profile (its README table was from session 5's code).
+    run gpu-tests-linear 90 python -m pytest tests/kernels/test_linear.py -q -p no:cacheprovider --tb=short -rf -k gpu
+    run gpu-tests-engine 120 python -m pytest tests/engine/test_parity.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf -k "gpu or graph or bf16"
+    run decode 130 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
+    run profile 220 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 15 --impl eager,compile,moelab --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

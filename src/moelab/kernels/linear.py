@@ -255,8 +255,9 @@ def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132
     return dict(DOT=False, BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split, num_warps=num_warps)
 
 
-# The tensor-core kernel's whole-slice form in the PDL chain (`dot_config(whole_k=True)`): $MOELAB_DOT_WHOLE_K=0 turns
-# it off (the A/B switch of session 14, benchmarks/ab_chain.py).
+# The tensor-core kernel's whole-slice form in the PDL chain (`dot_config(whole_k=True)`). Batch 8 end to end (H200,
+# session 14, ab-chain-…T181029, 3 rounds): 7.71 → 7.63 ms per token against the pipelined loop; 16 KB chunks (5
+# programs per SM instead of 3) 7.71. $MOELAB_DOT_WHOLE_K=0 gives the loop back (the A/B switch).
 DOT_WHOLE_K_BYTES = 32 * 1024
 
 
@@ -277,14 +278,12 @@ def dot_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132, w
     32 × 16; lm_head keeps the loop."""
     block_n = min(64, max(16, next_pow2(N)))
     if whole_k and T <= 16 and env_int("MOELAB_DOT_WHOLE_K", 1):
-        chunk = env_int("MOELAB_DOT_WHOLE_KB", DOT_WHOLE_K_BYTES // 1024) * 1024
-        wk = max(16, min(next_pow2(K), chunk // (block_n * elem_bytes)))
+        wk = max(16, min(next_pow2(K), DOT_WHOLE_K_BYTES // (block_n * elem_bytes)))
         split = cdiv(K, wk)
         if split <= 16 and cdiv(N, block_n) * split <= 5 * sms:
             # num_stages=1: the loop after the peeled chunk never runs, and with more stages Triton still allocates
             # its ring (200 KB of shared memory at 4). 144 registers at 4 warps (sm_90, Triton 3.6).
-            return dict(DOT=True, BLOCK_N=block_n, BLOCK_K=wk, SPLIT_K=split,
-                        num_warps=env_int("MOELAB_DOT_WHOLE_WARPS", 4), num_stages=1)
+            return dict(DOT=True, BLOCK_N=block_n, BLOCK_K=wk, SPLIT_K=split, num_warps=4, num_stages=1)
     block_k = min(64, max(16, next_pow2(K)))
     n_blk, chunks = cdiv(N, block_n), cdiv(K, block_k)
     split = 1
