@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BS    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BT    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -569,6 +569,15 @@ case "${1:?stage A to G}" in
     run gpu-tests-engine 120 python -m pytest tests/engine/test_parity.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf -k "gpu or graph or bf16"
     run decode 130 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
     run profile 220 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 15 --impl eager,compile,moelab --save
+    ;;
+  BT) # session 14. BS: tests pass; batch 8 7.51 ms, 76.2 % of its floor (batch 1 55.4, batch 32 78.9). The records whose
+      # README tables were older than this session's code: the MoE bench (Qwen3-30B-A3B on the shipped code; BQ's ran
+      # with the census COMPACT order, a tie, since removed), Qwen3.5 tp1 and the tp=4 shard, and the tp=4 profile.
+    run hw 90 python -m moelab hw --save
+    run bench-moe 150 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    run bench-moe-35 110 python -m moelab bench moe --model qwen3.5-35b-a3b --tokens 1,2,4,8,16 --samples 10 --save
+    run bench-moe-35tp 110 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
+    run profile-tp4 120 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --samples 10 --impl eager,moelab --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
