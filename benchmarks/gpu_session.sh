@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BU    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BV    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -584,6 +584,14 @@ case "${1:?stage A to G}" in
     run decode 130 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
     run attention 150 python benchmarks/bench_attention.py --no-compile --samples 15
     run trace-b1 80 python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    ;;
+  BV) # session 14: the pair kernel at narrow experts (the tp=4 shard, I=128, with Qwen3.5's shared expert and without).
+      # The default phase-2 chunk of 256 columns is half masked at I=128 and sets the registers (239: 2 programs per
+      # SM); pairs_config now takes next_pow2(I) = 128 there (the sweep times 256 beside it), and the sweep tries phase 1
+      # in one chunk of all H. Predicted the shard -2..-4 us. Then the tp=4 bench on the new default.
+    run sweep-narrow 240 python benchmarks/sweep_moe.py --mode pairs --shapes shard35,shard --tokens 1 --narrow --samples 10
+    run sweep-narrow-t24 150 python benchmarks/sweep_moe.py --mode pairs --shapes shard35 --tokens 2,4 --narrow --samples 10
+    run bench-moe-35tp 110 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

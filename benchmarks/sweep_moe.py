@@ -22,13 +22,14 @@ from moelab import hardware, ops, timing
 from moelab.kernels.moe import PAIRS_MAX_T
 from moelab.kernels.moe_decode import decode_config, moe_decode
 from moelab.kernels.moe_grouped import grouped_config, moe_grouped
-from moelab.kernels.moe_pairs import moe_pairs
+from moelab.kernels.moe_pairs import moe_pairs, pairs_config
 from moelab.kernels.moe_t1 import moe_t1
 
 SHAPES = {  # E, H, I, k, shared I
     "qwen3": (128, 2048, 768, 8, 0),
     "shard": (256, 2048, 128, 8, 0),
     "qwen35": (256, 2048, 512, 8, 512),
+    "shard35": (256, 2048, 128, 8, 128),  # Qwen3.5-35B-A3B's tp=4 shard with its shared expert (bench moe --tp 4)
     "tiny": (8, 64, 32, 2, 32),  # a smoke test of this script on the CPU (--device cpu, TRITON_INTERPRET=1)
 }
 
@@ -59,6 +60,8 @@ def main() -> None:
     ap.add_argument("--phase1", action="store_true",
                     help="decode mode, T > 1: also the census kernel with larger phase-1 tiles (BLOCK_I 32/64, BLOCK_K "
                          "64/128, 3/4 stages) on the default's 64-row phase-2 tiles and 4 warps")
+    ap.add_argument("--narrow", action="store_true",
+                    help="pairs mode: the default and tiles for narrow experts (I <= 128: the tp=4 shard)")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -137,6 +140,14 @@ def main() -> None:
                 grid = census + [dict(c, TMA=True) for c in census]
             if a.mode == "decode" and 1 < T <= PAIRS_MAX_T:
                 grid.append(dict(KERNEL="pairs"))  # the default up to PAIRS_MAX_T, against the census, same process
+            if a.mode == "pairs" and a.narrow:
+                # Session 14: narrow experts (the tp=4 shard, I=128). The default's phase-2 tile is 32 × 256 with half
+                # its columns masked at I=128, and it sets the kernel's registers (239 at Triton 3.6, sm_90: 2 programs
+                # per SM; 32 × 128 or 16 × 128 tiles: 80-91); phase 1 in one chunk of all H (1 DRAM trip, not 2-4).
+                # Predicted: the shard (16.6 us with routing) -2..-4 us at BLOCK_K2=128.
+                grid = [dict(pairs_config(T, k, H, I)), dict(pairs_config(T, k, H, I), BLOCK_K2=256)] + [
+                    dict(BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=4)
+                    for bi in (2, 4, 8) for bk in (1024, 2048) for bh, bk2 in ((16, 128), (32, 128), (64, 128))]
             if a.mode == "pairs" and a.spin:
                 grid = [dict(SPIN_SLEEP=int(ns)) for ns in a.spin.split(",")]
             if a.mode == "decode" and T == 1:

@@ -161,7 +161,11 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     # Phase 1's chunk of H at 2048 (all of Qwen3-30B-A3B's H: a program requests its whole 8 × 2 rows, 64 KB, at once
     # instead of two serial 32 KB chunks; 248 registers, no spill, Triton 3.6) lost: 2.43 → 2.58 ms per token at
     # batch 1 (H200, session 8, ab-chain-…T214730), against a predicted 3-5 % gain.
-    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=256, num_warps=4, SPIN_SLEEP=sleep)
+    # Narrow experts (I < 256: the tp=4 shard's 128) take the down projection's chunk at next_pow2(I): a 256-wide chunk
+    # would be half masked and still set the kernel's registers (the 32 × 256 tile: 239 at Triton 3.6, sm_90, 2
+    # programs per SM; 32 × 128: ~100). Session 14, predicted the shard −2..−4 µs (benchmarks/sweep_moe.py --narrow).
+    bk2 = min(256, max(16, next_pow2(I)))
+    return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=bk2, num_warps=4, SPIN_SLEEP=sleep)
 
 
 def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):
