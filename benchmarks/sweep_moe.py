@@ -61,7 +61,7 @@ def main() -> None:
                     help="decode mode, T > 1: also the census kernel with larger phase-1 tiles (BLOCK_I 32/64, BLOCK_K "
                          "64/128, 3/4 stages) on the default's 64-row phase-2 tiles and 4 warps")
     ap.add_argument("--narrow", action="store_true",
-                    help="pairs mode: the default and tiles for narrow experts (I <= 128: the tp=4 shard)")
+                    help="pairs mode: the default and tiles for narrow experts (the tp=4 shard, I=128)")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -142,8 +142,10 @@ def main() -> None:
                 grid.append(dict(KERNEL="pairs"))  # the default up to PAIRS_MAX_T, against the census, same process
             if a.mode == "pairs" and a.narrow:
                 # Session 14: narrow experts (the tp=4 shard, I=128). The default's phase-2 tile is 32 × 256 with half
-                # its columns masked at I=128, and it sets the kernel's registers (239 at Triton 3.6, sm_90: 2 programs
-                # per SM; 32 × 128 or 16 × 128 tiles: 80-91); phase 1 in one chunk of all H (1 DRAM trip, not 2-4).
+                # its columns masked at I=128, and it sets the kernel's registers (Triton 3.6, sm_90: 239, 2 programs
+                # per SM; 32 × 128 158; 16 × 128 with 8 × 1024 phase-1 tiles 91, with 4 × 1024 or 4 × 2048 80); phase 1
+                # in one chunk of all H (one DRAM trip, not two). The shared expert is one copy for every rotation set
+                # (L2 may serve its ~1.5 MB at shard35): the floor's percentages read high, the comparison holds.
                 # Predicted: the shard (16.6 us with routing) -2..-4 us at BLOCK_K2=128.
                 grid = [dict(pairs_config(T, k, H, I)), dict(pairs_config(T, k, H, I), BLOCK_K2=256)] + [
                     dict(BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=4)

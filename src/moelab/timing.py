@@ -12,7 +12,7 @@ How a sample is taken (CUDA):
     timing starts); mode "host": the calls launched from Python as eager code is, from an idle GPU;
   * a device event pair brackets each sample, and a whole-device synchronize plus a host clock bracket it
     too: if the host clock says the sample took clearly longer than the events do, work escaped onto
-    another stream, and the sample's time is the host clock's (`escaped_samples` counts them);
+    another stream, and the sample's time is the host clock's, less the untimed lead (`escaped_samples` counts them);
   * statistics over samples: median, min, max, quartiles; units are in the field names.
 On a machine without CUDA, samples come from the host clock, and the record says so.
 """

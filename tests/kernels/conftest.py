@@ -298,9 +298,6 @@ SM90_JOBS = {
 # The router at 16 rows, outside the PDL chain: nothing released early. Otherwise "router_t8"'s launch.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["router_t8"]
 SM90_JOBS["router_t16"] = (_module, _kernel, _types, dict(_consts, T_PAD=16, BLOCK_H=1024, TRIGGER=False), *_rest)
-_module, _kernel, _types, _consts, *_rest = SM90_JOBS["linear_dot_whole"]
-SM90_JOBS["linear_dot_whole_w8"] = (_module, _kernel, _types, _consts, _rest[0], {"num_warps": 8, "num_stages": 1})
-SM90_JOBS["linear_dot_whole_16k"] = (_module, _kernel, _types, dict(_consts, BLOCK_K=128, SPLIT_K=16), *_rest)
 # The census kernel in the PDL chain (T ≤ CHAIN_MAX_T) without a shared expert, specialized as a real T=8 launch is
 # (every integer argument but T divisible by 16): otherwise "moe_decode"'s launch.
 _module, _kernel, _types, _consts, _div16, *_rest = SM90_JOBS["moe_decode"]

@@ -323,26 +323,27 @@ def test_dot_config():
 
 
 def test_dot_whole_k_config(monkeypatch):
-    """whole_k on tensor cores (the PDL chain, T ≤ 16): qkv 80 row blocks × 8 splits and o_proj 32 × 16, each split
+    """whole_k on tensor cores (the PDL chain, T ≤ chain_max_t()): qkv 80 row blocks × 8 splits and o_proj 32 × 16, each split
     one 64 × 256 chunk (32 KB) and no pipeline ring (num_stages 1); lm_head, whose grid would pass one wave, keeps the
     loop; MOELAB_DOT_WHOLE_K=0 gives the loop back."""
     qkv, o = dot_config(8, 5120, 2048, whole_k=True), dot_config(8, 2048, 4096, whole_k=True)
     assert (qkv["BLOCK_K"], qkv["SPLIT_K"], o["BLOCK_K"], o["SPLIT_K"]) == (256, 8, 256, 16)
     assert qkv["BLOCK_N"] == o["BLOCK_N"] == 64 and qkv["num_stages"] == o["num_stages"] == 1
     assert dot_config(8, 151936, 2048, whole_k=True) == dot_config(8, 151936, 2048)
-    assert dot_config(32, 5120, 2048, whole_k=True) == dot_config(32, 5120, 2048)
+    assert dot_config(16, 5120, 2048, whole_k=True) == dot_config(16, 5120, 2048)  # beyond the chain's 8 rows
     assert linear_config(8, 5120, 2048, dot=True, whole_k=True) == qkv
     monkeypatch.setenv("MOELAB_DOT_WHOLE_K", "0")
     assert dot_config(8, 5120, 2048, whole_k=True) == dot_config(8, 5120, 2048)
 
 
-@pytest.mark.parametrize("T,N,K", [(8, 70, 1000), (5, 33, 256), (16, 64, 300)])
+@pytest.mark.parametrize("T,N,K", [(8, 70, 1000), (5, 33, 256), (4, 64, 300), (6, 20, 100)])
 def test_dot_whole_k_chunks(T, N, K, close):
-    """The whole-slice tiling on tensor cores (each split's K range one chunk, the loop never entered, one stage), as
-    dot_config(whole_k=True) picks it, at odd shapes: the reference's answer, every output written."""
+    """The whole-slice tiling on tensor cores exactly as dot_config(whole_k=True) picks it (each split's K range one
+    chunk, a partly masked last one at K=1000 and 300, K under one chunk at 100; the loop never entered, one stage) at
+    odd shapes: the reference's answer, every output written."""
     x, w, b = make(T, N, K, torch.float16, seed=T + N + K, bias=True)
-    bk = 64 if K > 256 else 256
-    cfg = dict(DOT=True, BLOCK_N=64, BLOCK_K=bk, SPLIT_K=-(-K // bk), num_warps=4, num_stages=1)
+    cfg = dot_config(T, N, K, elem_bytes=2, whole_k=True)
+    assert cfg["num_stages"] == 1 and cfg["SPLIT_K"] == -(-K // cfg["BLOCK_K"])  # the whole-slice form
     got = linear(x, w, b, out=poisoned(T, N, x.dtype), config=cfg)
     assert not got.isnan().any()
     close(got, linear_reference(x, w, b))

@@ -51,8 +51,8 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import (WHOLE_K_MAX_T, cdiv, check_device, counters, dot_precision, env_int, interpreting,
-                            next_pow2)
+from moelab.kernels import (WHOLE_K_MAX_T, cdiv, chain_max_t, check_device, counters, dot_precision, env_int,
+                            interpreting, next_pow2)
 from moelab.kernels.attention import sm_count
 
 LINEAR_MAX_T = 64  # decode sizes; a larger T belongs to a GEMM (cuBLAS)
@@ -270,14 +270,16 @@ def dot_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132, w
     Qwen3-30B-A3B at T=8: qkv 80 row blocks × 4 splits (the sweep's best, 9.7 µs; 8 splits, the rule with 4
     programs per SM until then, 12.0), o_proj 32 × 8 (best, 9.1), lm_head 2374 × 1 (best, 151); the router 2 × 8.
 
-    whole_k (a PDL launch in the step's chain): each split's K range is ONE chunk of DOT_WHOLE_K_BYTES (64 rows × 256
-    at bf16), so the kernel's peeled first load is the program's whole weight slice, requested before `gdc_wait`: the
-    weight streams while the kernels before it run, as the GEMV's whole-K form does at T ≤ 2 (batch 1: qkv advances
-    the step by 2.5 µs against a 4.5 µs floor, trace-decode-…T215406), where the pipelined loop requests one 8 KB
-    chunk before the wait. Only where the grid is one wave (≤ 5 programs per SM) with ≤ 16 splits: qkv 80 × 8, o_proj
-    32 × 16; lm_head keeps the loop."""
+    whole_k (a PDL launch, up to `chain_max_t()` rows: in the step's chain, where the kernel before it releases it
+    early): each split's K range is ONE chunk of DOT_WHOLE_K_BYTES (64 rows × 256 at bf16), so the kernel's peeled
+    first load is the program's whole weight slice, requested before `gdc_wait`: the weight streams while the kernels
+    before it run, as the GEMV's whole-K form does at T ≤ 2 (batch 1: qkv advances the step by 2.5 µs against a 4.5
+    µs floor, trace-decode-…T215406), where the pipelined loop requests one 8 KB chunk before the wait. At 144
+    registers (Triton 3.6, sm_90) 3 programs fit an SM, so qkv's 80 × 8 programs are 1.6 waves and o_proj's 32 × 16
+    1.3: the first wave's slices (~12.7 MB of qkv's 21) are in flight before the wait. Only up to 5 programs per SM
+    and 16 splits; lm_head keeps the loop. (At 16 KB chunks, 96 registers and 5 per SM, one wave: no gain.)"""
     block_n = min(64, max(16, next_pow2(N)))
-    if whole_k and T <= 16 and env_int("MOELAB_DOT_WHOLE_K", 1):
+    if whole_k and T <= chain_max_t() and env_int("MOELAB_DOT_WHOLE_K", 1):
         wk = max(16, min(next_pow2(K), DOT_WHOLE_K_BYTES // (block_n * elem_bytes)))
         split = cdiv(K, wk)
         if split <= 16 and cdiv(N, block_n) * split <= 5 * sms:
@@ -320,7 +322,8 @@ def linear(
     have any row stride but a contiguous last dim; bias is contiguous. `out` [T, N] may be given (not overlapping x).
     `config` overrides `linear_config`'s keys (DOT, BLOCK_N, BLOCK_K, SPLIT_K, num_warps; num_stages with DOT).
     `use_pdl` launches with programmatic dependent launch (Hopper+; refused under the Triton interpreter, which cannot
-    run it); at T ≤ 2 it also picks the whole-slice tiling (`linear_config(whole_k=True)`).
+    run it); it also picks the whole-slice tiling (`linear_config(whole_k=True)`: the GEMV at T ≤ 2, the tensor-core
+    form up to `chain_max_t()` rows).
     A split-K launch (SPLIT_K > 1) uses per-device counters: inside a CUDA graph capture it needs one earlier
     eager split-K call on that device, and two split-K calls must not run concurrently on different streams.
     Raises ValueError naming the argument that is wrong; there is no torch fallback.

@@ -162,8 +162,8 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     # instead of two serial 32 KB chunks; 248 registers, no spill, Triton 3.6) lost: 2.43 → 2.58 ms per token at
     # batch 1 (H200, session 8, ab-chain-…T214730), against a predicted 3-5 % gain.
     # Narrow experts (I < 256: the tp=4 shard's 128) take the down projection's chunk at next_pow2(I): a 256-wide chunk
-    # would be half masked and still set the kernel's registers (the 32 × 256 tile: 239 at Triton 3.6, sm_90, 2
-    # programs per SM; 32 × 128: ~100). Session 14, predicted the shard −2..−4 µs (benchmarks/sweep_moe.py --narrow).
+    # would be half masked and still set the kernel's registers (Triton 3.6, sm_90: 239 with the 32 × 256 tile, 2
+    # programs per SM; 158 with 32 × 128, 3 per SM). Session 14, predicted the shard −2..−4 µs (sweep_moe.py --narrow).
     bk2 = min(256, max(16, next_pow2(I)))
     return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=bk2, num_warps=4, SPIN_SLEEP=sleep)
 
