@@ -589,9 +589,8 @@ case "${1:?stage A to G}" in
       # The default phase-2 chunk of 256 columns is half masked at I=128 and sets the registers (239: 2 programs per
       # SM); pairs_config now takes next_pow2(I) = 128 there (the sweep times 256 beside it), and the sweep tries phase 1
       # in one chunk of all H. Predicted the shard -2..-4 us. Then the tp=4 bench on the new default.
-    run sweep-narrow 240 python benchmarks/sweep_moe.py --mode pairs --shapes shard35,shard --tokens 1 --narrow --samples 10
-    run sweep-narrow-t24 150 python benchmarks/sweep_moe.py --mode pairs --shapes shard35 --tokens 2,4 --narrow --samples 10
-    run bench-moe-35tp 110 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
+    run sweep-narrow 150 python benchmarks/sweep_moe.py --mode pairs --shapes shard35,shard --tokens 1 --narrow --samples 10
+    run bench-moe-35tp 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
