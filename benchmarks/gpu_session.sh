@@ -476,7 +476,7 @@ case "${1:?stage A to G}" in
     run bench-moe 120 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     run bench-moe-35 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tokens 1,2,4,8,16 --samples 10 --save
     run bench-moe-35tp 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
-    ;;
+    ;;  # (ran at 284ac42: BLOCK_K2=128 alone 12.79 -> 12.40 us, the 4 x 1024 / 64-output tiles 10.01; adopted at T=1 after it)
   BH) # session 13: the pair kernel's weight tiles by TMA (MOELAB_PAIRS_TMA). Triton 3.6 software-pipelines
       # descriptor loads that feed a reduction (pointer loads it does not): 64 registers and a ring of STAGES - 1 chunks
       # in shared memory per program, against 239 registers and one chunk in registers (2 programs per SM). Predicted:
@@ -591,7 +591,7 @@ case "${1:?stage A to G}" in
       # in one chunk of all H. Predicted the shard -2..-4 us. Then the tp=4 bench on the new default.
     run sweep-narrow 150 python benchmarks/sweep_moe.py --mode pairs --shapes shard35,shard --tokens 1 --narrow --samples 10
     run bench-moe-35tp 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
-    ;;
+    ;;  # (ran at 284ac42: BLOCK_K2=128 alone 12.79 -> 12.40 us, the 4 x 1024 / 64-output tiles 10.01; adopted at T=1 after it)
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

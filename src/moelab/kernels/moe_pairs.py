@@ -161,10 +161,16 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     # Phase 1's chunk of H at 2048 (all of Qwen3-30B-A3B's H: a program requests its whole 8 × 2 rows, 64 KB, at once
     # instead of two serial 32 KB chunks; 248 registers, no spill, Triton 3.6) lost: 2.43 → 2.58 ms per token at
     # batch 1 (H200, session 8, ab-chain-…T214730), against a predicted 3-5 % gain.
-    # Narrow experts (I < 256: the tp=4 shard's 128) take the down projection's chunk at next_pow2(I): a 256-wide chunk
-    # would be half masked and still set the kernel's registers (Triton 3.6, sm_90: 239 with the 32 × 256 tile, 2
-    # programs per SM; 158 with 32 × 128, 3 per SM). Session 14, predicted the shard −2..−4 µs (sweep_moe.py --narrow).
+    # Narrow experts (I < 256) take the down projection's chunk at next_pow2(I): a 256-wide chunk is half masked at the
+    # tp=4 shard's I=128. Predicted the shard −2..−4 µs from registers (Triton 3.6, sm_90: 239 with the 32 × 256 tile,
+    # 158 with 32 × 128); measured alone (sweep_moe.py --narrow, H200, session 14, sweep-moe-pairs-narrow-…T1854.json,
+    # kernel only, two passes) 12.79 → 12.40 µs with Qwen3.5's shared expert and 11.18 → 11.17 without: the registers
+    # were not the limit. What won at T=1 and I ≤ 128 is the tile: 4-row phase-1 blocks and 64-output phase-2 blocks
+    # (576 programs instead of 720, 252 registers): 10.01 and 9.13 µs (the best of 20 or within 0.02 µs of it).
+    # T=2..4 at narrow I is unmeasured: the 8 × 1024 / 32-output tiles stay there.
     bk2 = min(256, max(16, next_pow2(I)))
+    if T == 1 and I <= 128:
+        return dict(BLOCK_I=4, BLOCK_K=1024, BLOCK_H=64, BLOCK_K2=bk2, num_warps=4, SPIN_SLEEP=sleep)
     return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=bk2, num_warps=4, SPIN_SLEEP=sleep)
 
 
