@@ -217,11 +217,12 @@ def _measure_flushed(fn, sets, mode, warmup, samples) -> Measurement:
     first = torch.cuda.Event(enable_timing=True)
     for i in range(samples):
         a = sets[i % len(sets)]
-        if graph is None:  # host mode: from an idle GPU, as an eager call after a pause
-            buf.add_(1)  # the flush: 2×L2 of writes evicts whatever the last call left behind
-            torch.cuda.synchronize()
-        else:  # graph mode: the flush keeps the GPU busy while the replay is queued behind it (see `measure`)
-            torch.cuda.synchronize()
+        # The flush: 2×L2 of writes evicts whatever the last call left behind. Host mode flushes, then starts from an
+        # idle GPU (an eager call after a pause); graph mode flushes inside the bracket, so the GPU is busy while the
+        # replay is queued behind it (see `measure`), and `first` marks where the flush began.
+        if graph is None:
+            buf.add_(1)
+        torch.cuda.synchronize()
         t0 = time.perf_counter()
         first.record(stream)
         if graph is not None:

@@ -323,9 +323,9 @@ def test_dot_config():
 
 
 def test_dot_whole_k_config(monkeypatch):
-    """whole_k on tensor cores (the PDL chain, T ≤ chain_max_t()): qkv 80 row blocks × 8 splits and o_proj 32 × 16, each split
-    one 64 × 256 chunk (32 KB) and no pipeline ring (num_stages 1); lm_head, whose grid would pass one wave, keeps the
-    loop; MOELAB_DOT_WHOLE_K=0 gives the loop back."""
+    """whole_k on tensor cores (the PDL chain, T ≤ chain_max_t()): qkv 80 row blocks × 8 splits and o_proj 32 × 16,
+    each split one 64 × 256 chunk (32 KB) and no pipeline ring (num_stages 1); lm_head, whose grid would pass 5
+    programs per SM, keeps the loop; MOELAB_DOT_WHOLE_K=0 gives the loop back."""
     qkv, o = dot_config(8, 5120, 2048, whole_k=True), dot_config(8, 2048, 4096, whole_k=True)
     assert (qkv["BLOCK_K"], qkv["SPLIT_K"], o["BLOCK_K"], o["SPLIT_K"]) == (256, 8, 256, 16)
     assert qkv["BLOCK_N"] == o["BLOCK_N"] == 64 and qkv["num_stages"] == o["num_stages"] == 1

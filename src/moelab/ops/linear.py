@@ -38,9 +38,9 @@ DENSE_MAX_T = 16
 
 def dense(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """A dense projection as moelab's engine runs it: moelab's kernel for x [T ≤ DENSE_MAX_T, K] (launched with
-    programmatic dependent launch on Hopper, so its first weight tile — in the step's chain its whole slice — streams while the
-    kernels before it run), a cuBLAS GEMM for prefill sizes, where tensor cores and the weight's reuse across tokens
-    win."""
+    programmatic dependent launch on Hopper, so its first weight tile — in the step's chain its whole slice — streams
+    while the kernels before it run), a cuBLAS GEMM for prefill sizes, where tensor cores and the weight's reuse
+    across tokens win."""
     if x.dim() == 2 and x.shape[0] <= DENSE_MAX_T:
         return _linear_kernel(x, weight, bias, use_pdl=pdl_supported(x.device))
     return F.linear(x, weight, bias)
