@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BV    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BW    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -592,6 +592,21 @@ case "${1:?stage A to G}" in
     run sweep-narrow 150 python benchmarks/sweep_moe.py --mode pairs --shapes shard35,shard --tokens 1 --narrow --samples 10
     run bench-moe-35tp 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
     ;;  # (ran at 284ac42: BLOCK_K2=128 alone 12.79 -> 12.40 us, the 4 x 1024 / 64-output tiles 10.01; adopted at T=1 after it)
+  BW) # session 15: the tp=4 bench on BV's narrow tiles (predicted T=1 ~13.7 us with routing); pairs (new tiles) against
+      # moe_t1 at the shard without a shared expert, routing counted; the narrow tiles at T=2, 4; a second attention
+      # record on the new timer; the batch-1 and batch-8 steps traced with the chain and with MOELAB_PDL=0 (every kernel
+      # after the previous one ends: each kernel's own time in the real step, to split the attention split kernel's
+      # 9.5 us a layer in the chain into its own work and what the chain adds).
+    run hw 90 python -m moelab hw --save
+    run bench-moe-35tp 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
+    run sweep-block-shard 80 python benchmarks/sweep_moe.py --mode block --shapes shard --tokens 1 --samples 10
+    run sweep-narrow-t24 100 python benchmarks/sweep_moe.py --mode pairs --shapes shard35 --tokens 2,4 --narrow --samples 10
+    run attention 60 python benchmarks/bench_attention.py --no-compile --samples 15
+    run trace-b1 60 python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    run trace-b1-nopdl 60 env MOELAB_PDL=0 python benchmarks/trace_decode.py --batch 1 --ctx 1024
+    run trace-b8 60 python benchmarks/trace_decode.py --batch 8 --ctx 1024
+    run trace-b8-nopdl 60 env MOELAB_PDL=0 python benchmarks/trace_decode.py --batch 8 --ctx 1024
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
