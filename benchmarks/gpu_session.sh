@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BW    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BX    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -606,6 +606,17 @@ case "${1:?stage A to G}" in
     run trace-b1-nopdl 60 env MOELAB_PDL=0 python benchmarks/trace_decode.py --batch 1 --ctx 1024
     run trace-b8 60 python benchmarks/trace_decode.py --batch 8 --ctx 1024
     run trace-b8-nopdl 60 env MOELAB_PDL=0 python benchmarks/trace_decode.py --batch 8 --ctx 1024
+    ;;
+  BX) # session 15. BW: without PDL the split kernel takes 5.5 us of its own in the batch-1 step, in the chain it advances
+      # it by 9.7 (the o projection's 16.8 MB, released by the combine while the split still runs, streams under it;
+      # qkv's 640 resident programs keep the split off the SMs until they exit). A/B in the chain at batch 1: the split
+      # not releasing the combine early (ATTN_TRIGGER:0; predicted split -3, combine +1, o +2 us: net 0..-1 us a layer),
+      # the combine releasing o only after its partials are read (COMBINE_TRIGGER:2; predicted -0.3..-0.5 us a layer),
+      # the GEMVs without their whole slice before the wait (WHOLE_K_MAX_T:0; session 6's +35 us a step expected).
+      # Then the batch-1 and batch-8 steps traced at the decode bench's context (256), where #5's targets are read.
+    run ab-b1 300 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,at0=MOELAB_ATTN_TRIGGER:0,ct2=MOELAB_COMBINE_TRIGGER:2,wk0=MOELAB_WHOLE_K_MAX_T:0
+    run trace-b1-256 60 python benchmarks/trace_decode.py --batch 1 --ctx 256
+    run trace-b8-256 60 python benchmarks/trace_decode.py --batch 8 --ctx 256
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
