@@ -21,7 +21,6 @@ from moelab import kernels, ops, timing
 from moelab.kernels import moe_decode as md
 from moelab.kernels.moe_decode import moe_decode
 from moelab.kernels.moe_pairs import moe_pairs
-from moelab.kernels.moe_t1 import moe_t1
 
 FAILED = [(1, 8, 64, 32, 2, 0), (3, 16, 96, 48, 4, 0), (16, 8, 64, 32, 8, 0), (4, 8, 64, 32, 2, 48)]  # T, E, H, I, k, shared I
 
@@ -61,7 +60,6 @@ def main() -> None:
                               dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=64, BLOCK_K2=256, num_warps=8)]),
         "decode": (moe_decode, [dict(BLOCK_T=1, BLOCK_I=16, BLOCK_K=512, BLOCK_H=32, BLOCK_K2=512, num_warps=8),
                                 dict(BLOCK_T=16, BLOCK_I=32, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=8)]),
-        "t1": (moe_t1, [dict(BLOCK_H=16, num_warps=8)]),
     }
     g = torch.Generator(device="cuda").manual_seed(0)
     for name, (E, H, I, k) in {"qwen3": (128, 2048, 768, 8), "shard": (256, 2048, 128, 8)}.items():
@@ -74,15 +72,13 @@ def main() -> None:
                 w, ids = ops.get("route", "eager")(torch.randn(T, E, device="cuda", generator=g), k)
                 cases.append((x, w, ids, ops.get("fused_moe", "eager")(x, w13, w2, w, ids).float()))
             for kname, (fn, cfgs) in kernels.items():
-                if kname == "t1" and (T != 1 or I > 128):
-                    continue
                 for cfg in cfgs:
                     if kname == "decode" and (cfg["BLOCK_T"] == 1) != (T == 1):
                         continue
                     worst, moving = 0.0, 0.0
                     try:
                         for x, w, ids, ref in cases:
-                            kw = {} if kname == "t1" else {"shared": None}
+                            kw = {"shared": None}
                             a = fn(x, w13, w2, w, ids, **kw, out=torch.full_like(x, float("nan")), config=dict(cfg))
                             b = fn(x, w13, w2, w, ids, **kw, out=torch.full_like(x, float("nan")), config=dict(cfg))
                             worst = max(worst, rel(a.float(), ref))

@@ -617,6 +617,11 @@ case "${1:?stage A to G}" in
     run ab-b1 300 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,at0=MOELAB_ATTN_TRIGGER:0,ct2=MOELAB_COMBINE_TRIGGER:2,wk0=MOELAB_WHOLE_K_MAX_T:0
     run trace-b1-256 60 python benchmarks/trace_decode.py --batch 1 --ctx 256
     run trace-b8-256 60 python benchmarks/trace_decode.py --batch 8 --ctx 256
+    # BW also measured the pair kernel beating moe_t1 at the shard without a shared expert (13.0 against 15.7 us with
+    # routing: moe_t1 removed) and 64-output tiles winning at T=2, 4 (adopted for I <= 128). Their GPU tests and the
+    # tp=4 bench on them (predicted T=2 21.5 -> ~18.5 us, T=4 26.8 -> ~23).
+    run gpu-tests-moe 150 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf -k "gpu or bf16"
+    run bench-moe-35tp 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -23,7 +23,6 @@ from moelab.kernels.moe import PAIRS_MAX_T
 from moelab.kernels.moe_decode import decode_config, moe_decode
 from moelab.kernels.moe_grouped import grouped_config, moe_grouped
 from moelab.kernels.moe_pairs import moe_pairs, pairs_config
-from moelab.kernels.moe_t1 import moe_t1
 
 SHAPES = {  # E, H, I, k, shared I
     "qwen3": (128, 2048, 768, 8, 0),
@@ -39,8 +38,8 @@ def main() -> None:
     ap.add_argument("--shapes", default="qwen3,shard,qwen35")
     ap.add_argument("--tokens", default="1,8")
     ap.add_argument("--mode", default="decode", choices=["decode", "pairs", "block"],
-                    help="decode / pairs: sweep that kernel's tiles; block: whole layers with routing counted in — the "
-                         "pair kernel against the T=1 kernel without partials (t1)")
+                    help="decode / pairs: sweep that kernel's tiles; block: whole layers with routing counted in (the "
+                         "route kernel, then the pair kernel)")
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--device", default="cuda", help="cuda; cpu only to smoke-test the script (times mean nothing)")
     ap.add_argument("--grouped", default="", help="token counts for the grouped (prefill) path sweep, qwen3 shape")
@@ -168,9 +167,9 @@ def main() -> None:
                     # GEMV, SiLU·mul, batched GEMV, sum — what a library stream of this size reaches, 4 launches.
                     grid.append(dict(KERNEL="cublas"))
             if a.mode == "block":
+                # (Until session 15 the T=1 kernel without partials, `moe_t1`, was timed here beside it at the shard:
+                # 15.7 against the pair kernel's 13.0 µs, sweep-moe-block-shard-…T2134; it was removed.)
                 grid = [dict(ROUTE="kernel")]
-                if T == 1 and not SI:  # the T=1 kernel without partials, routing in its own launch
-                    grid += [dict(ROUTE="t1", BLOCK_H=bh) for bh in (1, 4, 16, 32)]
             x0, w130, w20, tw0, ids0, _ = sets[0]
             ref = ops.get("fused_moe", "eager")(x0, w130, w20, tw0, ids0, sh)
             rows, fns, errs = [], {}, {}
@@ -179,8 +178,6 @@ def main() -> None:
                     if a.mode == "block":  # routing counted in (the route kernel, then the experts)
                         c = {k_: v for k_, v in cfg.items() if k_ != "ROUTE"}
                         tw, ids = ops.get("route", "moelab")(lg, k)
-                        if cfg["ROUTE"] == "t1":
-                            return moe_t1(x, w13, w2, tw, ids, out=torch.empty_like(x), config=c)
                         return moe_pairs(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=c)
                     if cfg.get("KERNEL") == "cublas":  # experts 0..k-1 of this layer copy: plain views, no gather
                         gu = torch.nn.functional.linear(x, w13[:k].reshape(k * 2 * I, H)).view(k, 2, I)

@@ -212,21 +212,6 @@ def test_moe_block_fused_routing(T, renorm, shared):
     assert rel(out, ref) <= TOL[torch.float32]
 
 
-@pytest.mark.parametrize("E,H,I,k", [(8, 64, 32, 2), (16, 48, 40, 4), (6, 45, 22, 3)])
-def test_t1_path(E, H, I, k):
-    """The T=1 kernel without partials (an experiment): same answer, poisons a bad id, refuses T>1."""
-    from moelab.kernels.moe_t1 import moe_t1
-    for seed in range(5):
-        x, w13, w2, w, ids, _ = make(1, E, H, I, k, torch.float32, seed=seed)
-        out = fused_moe(x, w13, w2, w, ids, out=poisoned(1, H, x.dtype), path="t1")
-        assert rel(out, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
-    bad = ids.clone()
-    bad[0, 0] = E
-    assert fused_moe(x, w13, w2, w, bad, validate=False, path="t1").isnan().all()
-    with pytest.raises(ValueError, match="one token"):
-        moe_t1(torch.cat([x, x]), w13, w2, torch.cat([w, w]), torch.cat([ids, ids]), out=torch.empty(2, H))
-
-
 @pytest.mark.parametrize("shared", [None, (24, True)])
 def test_decode_tensor_core_form_at_t1(shared):
     """The census kernel's tensor-core form (BLOCK_T=16) with a single token, as the T=1 sweep tries it
@@ -464,7 +449,7 @@ def test_gpu_bf16_real_shapes(E, H, I, k, SI, T):
         x = torch.randn(T, H, device="cuda", generator=g).bfloat16()
         w, ids = route(torch.randn(T, E, device="cuda", generator=g), k)
         ref = fused_moe_reference(x, w13, w2, w, ids, sh)
-        for path in (["pairs"] if T <= 4 else []) + (["t1"] if T == 1 and not SI else []) + ["default"]:
+        for path in (["pairs"] if T <= 4 else []) + ["default"]:
             out = fused_moe(x, w13, w2, w, ids, sh, path=None if path == "default" else path,
                             out=torch.full((T, H), float("nan"), device="cuda", dtype=torch.bfloat16))
             worst = max(worst, rel(out, ref))
@@ -487,7 +472,7 @@ def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):
             assert rel(a, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
 
 
-@pytest.mark.parametrize("job", ["moe_pairs", "moe_t1", "moe_decode", "moe_decode_tma", "moe_gate_up", "moe_down",
+@pytest.mark.parametrize("job", ["moe_pairs", "moe_decode", "moe_decode_tma", "moe_gate_up", "moe_down",
                                  "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "moe_gate_up_wide_tma",
                                  "moe_down_tma256", "route_grouped", "moe_group_sort",
                                  "moe_sum_k", "moe_group_count", "moe_group_scan", "moe_group_place"])
@@ -507,7 +492,7 @@ def test_compiles_for_sm90(sm90, job):
         assert "atom" in ptx or "red." in ptx  # the phase counters are real atomics
     if job == "moe_decode_tma":
         assert "cp.async.bulk.tensor" in ptx  # the weight tiles come by TMA, not by per-thread loads
-    if job in ("moe_pairs", "moe_t1", "moe_decode", "moe_decode_tma"):
+    if job in ("moe_pairs", "moe_decode", "moe_decode_tma"):
         # Every phase-2 wait ends in an acquire that the compiler kept (Triton 3.6 deleted an unused one: the cause
         # of the fp32 and 8-warp bugs). Checked here with whatever Triton is installed; for 3.6, docs/worklog.md.
         assert ".acquire" in ptx

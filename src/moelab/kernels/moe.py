@@ -1,7 +1,6 @@
 """`fused_moe`: the one public launcher for the MoE expert block; picks the decode or the grouped path.
 
-T ≤ PAIRS_MAX_T: `moe_pairs` — one launch, a GEMV slot per (token, expert) pair (`moe_t1` at T=1 for
-narrow experts).
+T ≤ PAIRS_MAX_T: `moe_pairs` — one launch, a GEMV slot per (token, expert) pair.
 Small T (decode): `moe_decode` — one launch, a census of distinct experts, each read once for all its
 tokens on tensor cores. Both direct-routed and deterministic.
 Large T (prefill): `moe_grouped` — tokens grouped by expert, tensor-core GEMMs, SwiGLU in the epilogue.
@@ -26,11 +25,10 @@ DECODE_MAX_PAIRS = 128
 # re-read it, yet the GEMV pair kernel still won at T=2 (43 vs 61 µs) and T=4 (78 vs 87 µs), Qwen3-30B-A3B,
 # H200 sweeps of 2026-12-01 (benchmarks/results/sweep-moe-*.json); the census kernel wins from T=8.
 PAIRS_MAX_T = 4
-# T=1 without a shared expert and with narrow experts (I ≤ T1_MAX_I) goes to `moe_t1` (no partials): the tp=4
-# shard (I=128) 14.4 vs 16.2 µs for the pair kernel, routing included; at I=768 it lost, 49.7 vs 30.4 µs
-# (its w2 tile of all k experts leaves one output row per program). H200, 2026-12-01, docs/worklog.md.
-T1_MAX_I = 128
-PATHS = ("pairs", "decode", "grouped", "t1")
+# (A T=1 kernel without partials, `moe_t1`, ran the tp=4 shard without a shared expert until session 15: there the
+# pair kernel's narrow tiles now win, 13.0 against 15.7 µs with routing, H200, sweep-moe-block-shard-…T2134; it was
+# removed.)
+PATHS = ("pairs", "decode", "grouped")
 
 
 def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, validate: bool | None = None,
@@ -60,17 +58,10 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
         return out
     pairs = T * topk_ids.shape[1]
     if path is None:
-        if T == 1 and shared is None and w2.shape[2] <= T1_MAX_I:
-            path = "t1"
-        elif T <= PAIRS_MAX_T:
+        if T <= PAIRS_MAX_T:
             path = "pairs"
         else:
             path = "decode" if pairs <= DECODE_MAX_PAIRS else "grouped"
-    if path == "t1":
-        if shared is not None:
-            raise ValueError("path 't1' has no shared-expert support yet")
-        from moelab.kernels.moe_t1 import moe_t1
-        return moe_t1(x, w13, w2, topk_weights, topk_ids, out=out)
     if path == "pairs":
         from moelab.kernels.moe_pairs import moe_pairs
         return moe_pairs(x, w13, w2, topk_weights, topk_ids, shared, out=out)

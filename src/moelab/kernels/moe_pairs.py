@@ -167,10 +167,14 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     # kernel only, two passes) 12.79 → 12.40 µs with Qwen3.5's shared expert and 11.18 → 11.17 without: the registers
     # were not the limit. What won at T=1 and I ≤ 128 is the tile: 4-row phase-1 blocks and 64-output phase-2 blocks
     # (576 programs instead of 720, 252 registers): 10.01 and 9.13 µs (the best of 20 or within 0.02 µs of it).
-    # T=2..4 at narrow I is unmeasured: the 8 × 1024 / 32-output tiles stay there.
+    # At T=2 and 4 (session 15, sweep-moe-pairs-narrow-t24-…T2135.json, with the shared expert, two passes) the
+    # 64-output blocks won too, with phase 1 in one chunk of H=2048: T=2 2 × 2048 13.45 µs against 16.67 for the
+    # 8 × 1024 / 32-output default (the best of 20), T=4 4 × 2048 19.19 against 23.06 (the best). T=3 takes T=4's.
     bk2 = min(256, max(16, next_pow2(I)))
     if T == 1 and I <= 128:
         return dict(BLOCK_I=4, BLOCK_K=1024, BLOCK_H=64, BLOCK_K2=bk2, num_warps=4, SPIN_SLEEP=sleep)
+    if I <= 128:
+        return dict(BLOCK_I=2 if T == 2 else 4, BLOCK_K=2048, BLOCK_H=64, BLOCK_K2=bk2, num_warps=4, SPIN_SLEEP=sleep)
     return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=bk2, num_warps=4, SPIN_SLEEP=sleep)
 
 
