@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BX    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BY    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -622,6 +622,13 @@ case "${1:?stage A to G}" in
     # tp=4 bench on them (predicted T=2 21.5 -> ~18.5 us, T=4 26.8 -> ~23).
     run gpu-tests-moe 150 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf -k "gpu or bf16"
     run bench-moe-35tp 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
+    ;;
+  BY) # session 15. BX: no attention trigger variant won at batch 1 (base 2.42, ATTN_TRIGGER:0 2.43, COMBINE_TRIGGER:2
+      # 2.44, WHOLE_K_MAX_T:0 2.53 ms; removed). tp=4 T=2 17.6 us, T=4 23.5 on the new tiles. At batch 8 and the bench's
+      # context (256) the attention split advances the step 5.6 us a layer and the combine 4.6 (7 splits of one 64-key
+      # tile, 224 programs, then 256 combine programs). Fewer splits at batch 8: predicted 1 split (no combine launch,
+      # 32 programs of 2-6 tiles) -2 us a layer, -0.1 ms per token; 2 splits -0.6 us a layer.
+    run ab-b8 300 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,s1=MOELAB_ATTN_SPLITS:1,s1n128=MOELAB_ATTN_SPLITS:1+MOELAB_ATTN_BLOCK_N:128,s2=MOELAB_ATTN_SPLITS:2,s4=MOELAB_ATTN_SPLITS:4
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -101,13 +101,13 @@ SM90_JOBS = {
     "attention_combine": ("attention", "_combine_kernel",
                           {"mid_o_ptr": "*fp32", "mid_lse_ptr": "*fp32", "sinks_ptr": "*bf16", "out_ptr": "*bf16"},
                           {"NQ": 1, "smd": 1, "slss": 1, "sod": 1, "HAS_SINKS": True, "BLOCK_S": 64,
-                           "BLOCK_D": 128, "TRIGGER": 1, "USE_PDL": True},
+                           "BLOCK_D": 128, "TRIGGER": True, "USE_PDL": True},
                           []),
     "attention_combine_plain": ("attention", "_combine_kernel",  # batch > 2: not PDL-launched
                                 {"mid_o_ptr": "*fp32", "mid_lse_ptr": "*fp32", "sinks_ptr": "*bf16",
                                  "out_ptr": "*bf16"},
                                 {"NQ": 1, "smd": 1, "slss": 1, "sod": 1, "HAS_SINKS": True, "BLOCK_S": 64,
-                                 "BLOCK_D": 128, "TRIGGER": 1, "USE_PDL": False},
+                                 "BLOCK_D": 128, "TRIGGER": True, "USE_PDL": False},
                                 []),
     # Decode GEMV: linear_config(1, 2048, 4096) — Qwen3-30B-A3B's o_proj at T=1 without PDL — and a split-K + bias +
     # PDL form.

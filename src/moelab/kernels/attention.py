@@ -229,11 +229,10 @@ def _combine_kernel(
     HAS_SINKS: tl.constexpr,
     BLOCK_S: tl.constexpr,
     BLOCK_D: tl.constexpr,
-    TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the o projection): 0 no, 1 as the program starts,
-    #                         2 once its partials are read (MOELAB_COMBINE_TRIGGER, an A/B switch)
+    TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the o projection) now: kernels.pdl_supported
     USE_PDL: tl.constexpr,  # launched with PDL (the split kernel released it early): wait for its partials
 ):
-    if TRIGGER == 1:
+    if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the partials are the split kernel's output
@@ -259,8 +258,6 @@ def _combine_kernel(
         mask=s_ok[:, None] & (dcols < D)[None, :], other=0.0,
     )
     o = tl.sum(o * w[:, None], axis=0) / denom
-    if TRIGGER == 2:  # release the next kernel once this program's partials are read
-        tl.extra.cuda.gdc_launch_dependents()
     tl.store(out_ptr + b * sob + qi * soi + head * soh + dcols * sod, o.to(out_ptr.dtype.element_ty), mask=dcols < D)
 
 
@@ -367,7 +364,9 @@ def decode_attention(
     out4 = out.unsqueeze(1) if q.dim() == 3 else out
 
     auto_block_n, auto_splits = launch_params(b, hk, max_seq_len or s_max, d, sm_count(dev))
-    block_n = block_n or auto_block_n
+    # A/B switches for the chained step (benchmarks/ab_chain.py), read at launch: the split count and tile.
+    num_splits = num_splits or env_int("MOELAB_ATTN_SPLITS", 0)
+    block_n = block_n or env_int("MOELAB_ATTN_BLOCK_N", 0) or auto_block_n
     if block_n < 16 or block_n & (block_n - 1):
         raise ValueError(f"decode_attention: block_n must be a power of two >= 16, not {block_n}")
     splits = max(1, min(num_splits or auto_splits, _MAX_SPLITS))
@@ -409,8 +408,7 @@ def decode_attention(
         HAS_WINDOW=window is not None, HAS_SINKS=sinks is not None, FINAL=final,
         # fp32 caches get true fp32 products, not tf32
         PRECISION=dot_precision(q.dtype, "decode_attention" if _new_kv is None else "decode_attention_kv"),
-        TRIGGER=env_int("MOELAB_ATTN_TRIGGER", 2) if chain else int(final and pdl_supported(dev)),
-        NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset,
+        TRIGGER=2 if chain else int(final and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset,
         USE_PDL=pdl,
         # 4 warps, 3 stages: in the graph-replayed step 8 warps lost (batch 8 7.71 → 7.85 ms, before batch 8 joined
         # the PDL chain; batch 1 2.40 → 2.50) and 2 stages tied (7.70); the 32-key tiles at batch 8, in the chain,
@@ -424,8 +422,7 @@ def decode_attention(
             mid_o, mid_lse, sinks_arg, out4,
             hq, nq, d, splits,
             *mid_o.stride(), *mid_lse.stride(), *out4.stride(),
-            HAS_SINKS=sinks is not None, BLOCK_S=block_s, BLOCK_D=block_d,
-            TRIGGER=env_int("MOELAB_COMBINE_TRIGGER", 1) if pdl_supported(dev) else 0,
+            HAS_SINKS=sinks is not None, BLOCK_S=block_s, BLOCK_D=block_d, TRIGGER=pdl_supported(dev),
             USE_PDL=chain, num_warps=max(4, min(16, block_s * block_d // 2048)),  # ≤ 64 fp32 values per thread
             **({"launch_pdl": True} if chain else {}),
         )

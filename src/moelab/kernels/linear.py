@@ -240,7 +240,7 @@ def linear_config(T: int, N: int, K: int, *, elem_bytes: int = 2, sms: int = 132
     block_k = min(32 * vec * num_warps, max(vec, next_pow2(K)))
     block_n = min(4 if T <= 2 else 2, next_pow2(max(N, 1)))
     num_warps = max(1, min(num_warps, block_n * block_k // (32 * vec)))
-    if whole_k and T <= env_int("MOELAB_WHOLE_K_MAX_T", WHOLE_K_MAX_T) and block_n * next_pow2(K) * elem_bytes <= 32 * 1024:
+    if whole_k and T <= WHOLE_K_MAX_T and block_n * next_pow2(K) * elem_bytes <= 32 * 1024:
         # A PDL launch whose programs each request their whole slice before the wait (≤ 64 data registers per
         # thread at 4 warps of 32; o_proj: 96 registers in all, 5 programs per SM, so its 512 fit in one wave);
         # the weight streams while the kernels before it run (kernels.chain_pdl).
