@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BY    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -629,6 +629,13 @@ case "${1:?stage A to G}" in
       # tile, 224 programs, then 256 combine programs). Fewer splits at batch 8: predicted 1 split (no combine launch,
       # 32 programs of 2-6 tiles) -2 us a layer, -0.1 ms per token; 2 splits -0.6 us a layer.
     run ab-b8 300 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,s1=MOELAB_ATTN_SPLITS:1,s1n128=MOELAB_ATTN_SPLITS:1+MOELAB_ATTN_BLOCK_N:128,s2=MOELAB_ATTN_SPLITS:2,s4=MOELAB_ATTN_SPLITS:4
+    ;;
+  BZ) # session 15. BY: one split of 128-key tiles at batch 8 won, 7.66 -> 7.57 ms per token (predicted -0.1 ms), adopted
+      # for B*Hk >= 32 at hints <= 512. Its GPU tests, the decode records at batches 1, 8 and 32, the batch-8 step traced.
+    run gpu-tests-attn 120 python -m pytest tests/kernels/test_attention.py -q -p no:cacheprovider --tb=short -rf -k "gpu or graph or bf16"
+    run gpu-tests-engine 120 python -m pytest tests/engine/test_parity.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf -k "gpu or graph or bf16"
+    run decode 130 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
+    run trace-b8-256 60 python benchmarks/trace_decode.py --batch 8 --ctx 256
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -142,6 +142,9 @@ def test_split_heuristic_fills_the_gpu_without_empty_tiles():
     assert launch_params(1, 4, 16384, 128, 132) == (128, 33)  # 16k: 248 keys per split at 66 → halved
     assert launch_params(8, 4, 16384, 128, 132) == (128, 4)  # B=8: 128 programs, no second wave
     assert launch_params(64, 4, 16384, 128, 132)[1] == 1  # enough sequences: one split, no combine
+    assert launch_params(8, 4, 392, 128, 132) == (128, 1)  # batch 8, short context: one split of 128 (ab-chain)
+    assert launch_params(4, 4, 392, 128, 132) == (64, 7)  # fewer sequences keep the splits
+    assert launch_params(8, 4, 1024, 128, 132) == (64, 8)  # longer contexts keep them too
     assert launch_params(1, 1, 10**6, 256, 132) == (32, 256)  # capped at 256 splits
 
 
