@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -636,6 +636,12 @@ case "${1:?stage A to G}" in
     run gpu-tests-engine 120 python -m pytest tests/engine/test_parity.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf -k "gpu or graph or bf16"
     run decode 130 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
     run trace-b8-256 60 python benchmarks/trace_decode.py --batch 8 --ctx 256
+    ;;
+  CA) # session 15. BZ: batch 8 7.40 ms, 75.7 % of its floor (batch 1 54.4, batch 32 80.1); GPU tests pass. The pair
+      # kernel's narrow-tile grid at the wide shapes (Qwen3-30B-A3B I=768, Qwen3.5 I=512), T=1, 2, 4: the 64-output
+      # phase-2 blocks that won at the shard were never timed there (the T=1 sweeps tried 8-32). Predicted: T=1 a tie
+      # (the chain A/B of 64 x 128 lost in session 6), T=2/4 -5..-15 % if the shard's pattern carries.
+    run sweep-pairs-wide 240 python benchmarks/sweep_moe.py --mode pairs --shapes qwen3,qwen35 --tokens 1,2,4 --narrow --samples 10
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
