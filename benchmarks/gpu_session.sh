@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA, CB    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -642,6 +642,12 @@ case "${1:?stage A to G}" in
       # phase-2 blocks that won at the shard were never timed there (the T=1 sweeps tried 8-32). Predicted: T=1 a tie
       # (the chain A/B of 64 x 128 lost in session 6), T=2/4 -5..-15 % if the shard's pattern carries.
     run sweep-pairs-wide 240 python benchmarks/sweep_moe.py --mode pairs --shapes qwen3,qwen35 --tokens 1,2,4 --narrow --samples 10
+    ;;
+  CB) # session 15. CA: the 64-output tiles at the wide shapes tie (Qwen3-30B-A3B T=1 23.5 default best, T=2 40.3 vs 40.4,
+      # T=4 73.1 vs 73.7; Qwen3.5 T=1 20.0 vs 20.2-21.6, T=4 55.5 vs 56.9): not adopted. At batch 8 the one-split
+      # attention now runs 32 programs (32 of 132 SMs) for 10.6 us a layer: 8 warps per program (predicted -1..-2 us a
+      # layer, -0.05..-0.1 ms per token), or 2 splits of 128-key tiles (64 programs + the combine; predicted a tie).
+    run ab-b8 240 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,w8=MOELAB_ATTN_WARPS:8,sp2=MOELAB_ATTN_SPLITS:2+MOELAB_ATTN_BLOCK_N:128
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

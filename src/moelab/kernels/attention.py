@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, check_device, dot_precision, next_pow2, pdl_supported
+from moelab.kernels import cdiv, chain_pdl, check_device, dot_precision, env_int, next_pow2, pdl_supported
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
 _LOG2E = 1.4426950408889634
@@ -370,7 +370,10 @@ def decode_attention(
     out4 = out.unsqueeze(1) if q.dim() == 3 else out
 
     auto_block_n, auto_splits = launch_params(b, hk, max_seq_len or s_max, d, sm_count(dev))
-    block_n = block_n or auto_block_n
+    # A/B switches for the chained step (benchmarks/ab_chain.py), read at launch: the split count, tile and warps.
+    num_splits = num_splits or env_int("MOELAB_ATTN_SPLITS", 0)
+    block_n = block_n or env_int("MOELAB_ATTN_BLOCK_N", 0) or auto_block_n
+    num_warps = num_warps or env_int("MOELAB_ATTN_WARPS", 0)
     if block_n < 16 or block_n & (block_n - 1):
         raise ValueError(f"decode_attention: block_n must be a power of two >= 16, not {block_n}")
     splits = max(1, min(num_splits or auto_splits, _MAX_SPLITS))
