@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, check_device, dot_precision, env_int, next_pow2, pdl_supported
+from moelab.kernels import cdiv, chain_pdl, check_device, dot_precision, next_pow2, pdl_supported
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
 _LOG2E = 1.4426950408889634
@@ -291,7 +291,8 @@ def launch_params(b: int, hk: int, s_hint: int, d: int, sms: int) -> tuple[int, 
         # Many sequences, short contexts: one split of 128-key tiles, no combine launch. Batch 8 × 4 KV heads at the
         # decode bench's hint (392) took 7.57 ms per token against 7.66 for 7 splits of 64, in the chain
         # (benchmarks/ab_chain.py, H200, session 15, ab-chain-…T221916, 3 rounds; 1 split of 64 7.62, 2 splits 7.71,
-        # 4 splits 7.63); batch 32 already took one split here. Batch 16 (between the two) is unmeasured.
+        # 4 splits 7.63); batch 32 already took one split here. Batch 16 (between the two) is unmeasured. On this
+        # form 8 warps lost (7.60 against 7.54) and 2 splits of 128 too (7.64; ab-chain-…T224446).
         return 128, 1
     splits = max(1, min((2 * sms) // (b * hk), cdiv(s_hint, block_n), _MAX_SPLITS))
     if d <= 128 and splits >= 2 and s_hint >= 192 * splits:
@@ -370,10 +371,7 @@ def decode_attention(
     out4 = out.unsqueeze(1) if q.dim() == 3 else out
 
     auto_block_n, auto_splits = launch_params(b, hk, max_seq_len or s_max, d, sm_count(dev))
-    # A/B switches for the chained step (benchmarks/ab_chain.py), read at launch: the split count, tile and warps.
-    num_splits = num_splits or env_int("MOELAB_ATTN_SPLITS", 0)
-    block_n = block_n or env_int("MOELAB_ATTN_BLOCK_N", 0) or auto_block_n
-    num_warps = num_warps or env_int("MOELAB_ATTN_WARPS", 0)
+    block_n = block_n or auto_block_n
     if block_n < 16 or block_n & (block_n - 1):
         raise ValueError(f"decode_attention: block_n must be a power of two >= 16, not {block_n}")
     splits = max(1, min(num_splits or auto_splits, _MAX_SPLITS))
