@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA, CB    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CC    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -648,6 +648,11 @@ case "${1:?stage A to G}" in
       # attention now runs 32 programs (32 of 132 SMs) for 10.6 us a layer: 8 warps per program (predicted -1..-2 us a
       # layer, -0.05..-0.1 ms per token), or 2 splits of 128-key tiles (64 programs + the combine; predicted a tie).
     run ab-b8 240 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,w8=MOELAB_ATTN_WARPS:8,sp2=MOELAB_ATTN_SPLITS:2+MOELAB_ATTN_BLOCK_N:128
+    ;;
+  CC) # session 15: a second machine start for BZ's decode records (batch 8 read 75.7 %), and the tp=4 profile on the
+      # shard's narrow pair tiles (its record, profile-qwen3.5-…T181912, predates them).
+    run decode 130 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
+    run profile-tp4 120 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --samples 10 --impl eager,moelab --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
