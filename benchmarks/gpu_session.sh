@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CC    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CD    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -653,6 +653,12 @@ case "${1:?stage A to G}" in
       # shard's narrow pair tiles (its record, profile-qwen3.5-…T181912, predates them).
     run decode 130 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
     run profile-tp4 120 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --samples 10 --impl eager,moelab --save
+    ;;
+  CD) # session 16, measure first: per-program timelines (%globaltimer) of the attention split + combine at the
+      # issue-4 shapes and of the pair kernel at T=1, 2, 4: where the fixed ~7 µs of attention and the pair kernel's
+      # ~3.5 µs over one read stream go. The kernels' GPU tests first (the probe arguments are new).
+    run gpu-tests 150 python -m pytest tests/kernels/test_attention.py tests/kernels/test_moe.py -k "attention or split or pairs" -q -p no:cacheprovider --tb=short -rf
+    run probe 240 python benchmarks/probe_timeline.py --attention 1x1024,1x16384,1x65536,8x16384 --moe 1,2,4 --calls 8
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -79,8 +79,9 @@ SM90_JOBS = {
     "attention_split": ("attention", "_split_kernel",
                         {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "lens_ptr": "*i32",
                          "sinks_ptr": "*bf16", "out_ptr": "*bf16", "mid_o_ptr": "*fp32", "mid_lse_ptr": "*fp32",
-                         "qk_scale": "fp32"},
-                        {"HK": 1, "NQ": 1, "sqd": 1, "skd": 1, "svd": 1, "slb": 1, "sod": 1, "smd": 1, "slss": 1,
+                         "probe_ptr": "*i64", "qk_scale": "fp32"},
+                        {"PROBE": False,
+                         "HK": 1, "NQ": 1, "sqd": 1, "skd": 1, "svd": 1, "slb": 1, "sod": 1, "smd": 1, "slss": 1,
                          "G": 8, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_D": 128, "HAS_WINDOW": True,
                          "HAS_SINKS": True, "FINAL": False, "PRECISION": "tf32", "TRIGGER": 0, "NEW_KV": False,
                          "NORM": False, "OFFSET": False, "USE_PDL": False},
@@ -91,22 +92,25 @@ SM90_JOBS = {
                            {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "lens_ptr": "*i64",
                             "sinks_ptr": "*bf16", "out_ptr": "*bf16", "mid_o_ptr": "*fp32", "mid_lse_ptr": "*fp32",
                             "kn_ptr": "*bf16", "vn_ptr": "*bf16", "qw_ptr": "*bf16", "kw_ptr": "*bf16",
-                            "inv_freq_ptr": "*fp32", "qk_scale": "fp32", "eps": "fp32"},
-                           {"HK": 4, "NQ": 1, "sqd": 1, "skd": 1, "svd": 1, "slb": 1, "sod": 1, "smd": 1, "slss": 1,
+                            "inv_freq_ptr": "*fp32", "probe_ptr": "*i64", "qk_scale": "fp32", "eps": "fp32"},
+                           {"PROBE": False,
+                            "HK": 4, "NQ": 1, "sqd": 1, "skd": 1, "svd": 1, "slb": 1, "sod": 1, "smd": 1, "slss": 1,
                             "sknd": 1, "svnd": 1, "G": 8, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_D": 128,
                             "HAS_WINDOW": False, "HAS_SINKS": False, "FINAL": False, "PRECISION": "tf32",
                             "TRIGGER": 2, "NEW_KV": True, "NORM": True, "OFFSET": False, "USE_PDL": True},
                            ["q_ptr", "k_ptr", "v_ptr", "mid_o_ptr", "kn_ptr", "vn_ptr", "sqb", "sqh", "skb", "skh",
                             "sks", "svb", "svh", "svs", "smb", "smh", "sms", "sknb", "sknh", "svnb", "svnh", "D"]),
     "attention_combine": ("attention", "_combine_kernel",
-                          {"mid_o_ptr": "*fp32", "mid_lse_ptr": "*fp32", "sinks_ptr": "*bf16", "out_ptr": "*bf16"},
-                          {"NQ": 1, "smd": 1, "slss": 1, "sod": 1, "HAS_SINKS": True, "BLOCK_S": 64,
+                          {"mid_o_ptr": "*fp32", "mid_lse_ptr": "*fp32", "sinks_ptr": "*bf16", "out_ptr": "*bf16",
+                           "probe_ptr": "*i64"},
+                          {"PROBE": False, "NQ": 1, "smd": 1, "slss": 1, "sod": 1, "HAS_SINKS": True, "BLOCK_S": 64,
                            "BLOCK_D": 128, "TRIGGER": True, "USE_PDL": True},
                           []),
     "attention_combine_plain": ("attention", "_combine_kernel",  # batch > 2: not PDL-launched
                                 {"mid_o_ptr": "*fp32", "mid_lse_ptr": "*fp32", "sinks_ptr": "*bf16",
-                                 "out_ptr": "*bf16"},
-                                {"NQ": 1, "smd": 1, "slss": 1, "sod": 1, "HAS_SINKS": True, "BLOCK_S": 64,
+                                 "out_ptr": "*bf16", "probe_ptr": "*i64"},
+                                {"PROBE": False,
+                                 "NQ": 1, "smd": 1, "slss": 1, "sod": 1, "HAS_SINKS": True, "BLOCK_S": 64,
                                  "BLOCK_D": 128, "TRIGGER": True, "USE_PDL": False},
                                 []),
     # Decode GEMV: linear_config(1, 2048, 4096) — Qwen3-30B-A3B's o_proj at T=1 without PDL — and a split-K + bias +
@@ -156,8 +160,10 @@ SM90_JOBS = {
     "moe_pairs": ("moe_pairs", "_moe_pairs_kernel",
                   {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",
                    "sw13_ptr": "*bf16", "sw2_ptr": "*bf16", "sgate_ptr": "*bf16",
-                   "act_ptr": "*bf16", "part_ptr": "*fp32", "gw_ptr": "*fp32", "cnt_ptr": "*i32", "out_ptr": "*bf16"},
-                  {"T": 1, "K": 8, "K_PAD": 8, "T_PAD": 1, "N_SLOTS": 9, "S_PAD": 16, "N_IBLK": 96, "N_HBLK": 128,
+                   "act_ptr": "*bf16", "part_ptr": "*fp32", "gw_ptr": "*fp32", "cnt_ptr": "*i32", "out_ptr": "*bf16",
+                   "probe_ptr": "*i64"},
+                  {"PROBE": False,
+                   "T": 1, "K": 8, "K_PAD": 8, "T_PAD": 1, "N_SLOTS": 9, "S_PAD": 16, "N_IBLK": 96, "N_HBLK": 128,
                    "N1": 864, "BLOCK_I": 8, "BLOCK_K": 512, "BLOCK_H": 16, "BLOCK_K2": 512, "HAS_SHARED": True,
                    "SHARED_GATE": True, "SPIN_ASM": "",
                    "TRIGGER": False, "USE_PDL": False},
@@ -165,8 +171,10 @@ SM90_JOBS = {
     "moe_pairs_backoff": ("moe_pairs", "_moe_pairs_kernel",  # the spin with nanosleep between polls
                           {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",
                            "sw13_ptr": "*bf16", "sw2_ptr": "*bf16", "sgate_ptr": "*bf16", "act_ptr": "*bf16",
-                           "part_ptr": "*fp32", "gw_ptr": "*fp32", "cnt_ptr": "*i32", "out_ptr": "*bf16"},
-                          {"T": 1, "K": 8, "K_PAD": 8, "T_PAD": 1, "N_SLOTS": 8, "S_PAD": 8, "N_IBLK": 96,
+                           "part_ptr": "*fp32", "gw_ptr": "*fp32", "cnt_ptr": "*i32", "out_ptr": "*bf16",
+                           "probe_ptr": "*i64"},
+                          {"PROBE": False,
+                           "T": 1, "K": 8, "K_PAD": 8, "T_PAD": 1, "N_SLOTS": 8, "S_PAD": 8, "N_IBLK": 96,
                            "N_HBLK": 64, "N1": 768, "BLOCK_I": 8, "BLOCK_K": 1024, "BLOCK_H": 32, "BLOCK_K2": 256,
                            "HAS_SHARED": False, "SHARED_GATE": False,
                            "SPIN_ASM": "{ nanosleep.u32 256; mov.b32 $0, $1; }",
@@ -289,6 +297,10 @@ SM90_JOBS = {
                    "TRIGGER": True},
                   ["x_ptr", "w_ptr", "H", "s_xt", "s_we"], {"num_warps": 4}),
 }
+# The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
+for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):
+    _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
+    SM90_JOBS[_name + "_probe"] = (_module, _kernel, _types, dict(_consts, PROBE=True), *_rest)
 # The router at 16 rows, outside the PDL chain: nothing released early. Otherwise "router_t8"'s launch.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["router_t8"]
 SM90_JOBS["router_t16"] = (_module, _kernel, _types, dict(_consts, T_PAD=16, BLOCK_H=1024, TRIGGER=False), *_rest)

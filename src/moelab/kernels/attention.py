@@ -28,6 +28,7 @@ import triton
 import triton.language as tl
 
 from moelab.kernels import cdiv, chain_pdl, check_device, dot_precision, next_pow2, pdl_supported
+from moelab.kernels.probe import now_ns, sm_id
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
 _LOG2E = 1.4426950408889634
@@ -66,6 +67,7 @@ def _split_kernel(
     # pointers
     q_ptr, k_ptr, v_ptr, lens_ptr, sinks_ptr, out_ptr, mid_o_ptr, mid_lse_ptr,
     kn_ptr, vn_ptr, qw_ptr, kw_ptr, inv_freq_ptr,  # NEW_KV only: the new k, v [B, Hk, D]; q/k norm weights [D]
+    probe_ptr,  # PROBE only: int64 [programs, 4] (start ns, 0, end ns, SM)
     # sizes
     HK, D, NQ, S_MAX, NUM_SPLITS, qk_scale, window, HALF, eps,  # HALF, eps: NEW_KV only (rotary_dim / 2, norm eps)
     # strides: q/out (b, token, head, d); k/v (b, head, s, d); lens (b) — NEW_KV: the positions; mid_o (b, token,
@@ -88,11 +90,16 @@ def _split_kernel(
     NORM: tl.constexpr,  # NEW_KV: q/k RMSNorm before RoPE (else RoPE only)
     OFFSET: tl.constexpr,  # NEW_KV: the (1 + w) norm of Qwen3-Next
     USE_PDL: tl.constexpr,  # launched with PDL: the first K/V tile is requested before gdc_wait
+    PROBE: tl.constexpr = False,  # per-program timestamps (benchmarks/probe_timeline.py)
 ):
     if TRIGGER == 1:
         tl.extra.cuda.gdc_launch_dependents()
     bh = tl.program_id(0)
     split = tl.program_id(1)
+    if PROBE:
+        probe_row = probe_ptr + (bh * NUM_SPLITS + split) * 4
+        tl.store(probe_row, now_ns(split))
+        tl.store(probe_row + 3, sm_id(split).to(tl.int64))
     b = (bh // HK).to(tl.int64)
     hk = (bh % HK).to(tl.int64)
 
@@ -215,12 +222,16 @@ def _split_kernel(
             o, mask=row_ok[:, None] & d_ok[None, :],
         )
         tl.store(mid_lse_ptr + b * slsb + qi * slsi + head * slsh + split * slss, lse, mask=row_ok)
+    if PROBE:
+        tl.debug_barrier()
+        tl.store(probe_row + 2, now_ns(split))
 
 
 @triton.jit
 def _combine_kernel(
     # pointers
     mid_o_ptr, mid_lse_ptr, sinks_ptr, out_ptr,
+    probe_ptr,  # PROBE only: int64 [programs, 4] (start ns, after the PDL wait ns, end ns, SM)
     # sizes
     HQ, NQ, D, NUM_SPLITS,
     # strides
@@ -231,12 +242,18 @@ def _combine_kernel(
     BLOCK_D: tl.constexpr,
     TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the o projection) now: kernels.pdl_supported
     USE_PDL: tl.constexpr,  # launched with PDL (the split kernel released it early): wait for its partials
+    PROBE: tl.constexpr = False,  # per-program timestamps (benchmarks/probe_timeline.py)
 ):
+    pid = tl.program_id(0)
+    if PROBE:
+        tl.store(probe_ptr + pid * 4, now_ns(pid))
+        tl.store(probe_ptr + pid * 4 + 3, sm_id(pid).to(tl.int64))
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the partials are the split kernel's output
-    pid = tl.program_id(0)
+    if PROBE:
+        tl.store(probe_ptr + pid * 4 + 1, now_ns(pid))
     head = pid % HQ
     qi = (pid // HQ) % NQ
     b = (pid // (HQ * NQ)).to(tl.int64)
@@ -259,6 +276,9 @@ def _combine_kernel(
     )
     o = tl.sum(o * w[:, None], axis=0) / denom
     tl.store(out_ptr + b * sob + qi * soi + head * soh + dcols * sod, o.to(out_ptr.dtype.element_ty), mask=dcols < D)
+    if PROBE:
+        tl.debug_barrier()
+        tl.store(probe_ptr + pid * 4 + 2, now_ns(pid))
 
 
 @functools.cache
@@ -316,6 +336,7 @@ def decode_attention(
     num_warps: int | None = None,
     num_stages: int | None = None,
     _new_kv: tuple | None = None,
+    _probe: tuple | None = None,
 ) -> torch.Tensor:
     """softmax(q·Kᵀ·scale [+ sink]) · V for each sequence's valid keys (flash-decoding, two launches at most).
 
@@ -326,7 +347,9 @@ def decode_attention(
     lengths read); `num_splits`, `block_n` override the heuristic, `num_warps` and `num_stages` the split kernel's
     launch (sweeps, tests).
     Returns `out` (allocated, or the given one) of q's shape and dtype.
-    (`_new_kv` is `decode_attention_kv`'s, checked there: seq_lens are then the new tokens' positions.)
+    (`_new_kv` is `decode_attention_kv`'s, checked there: seq_lens are then the new tokens' positions. `_probe`,
+    for benchmarks/probe_timeline.py: two int64 CUDA buffers of ≥ 4 values per split program and per combine program,
+    filled with per-program timestamps.)
     """
     if q.dim() not in (3, 4):
         raise ValueError(f"decode_attention: q must be [B, Hq, D] or [B, Q, Hq, D]; got {tuple(q.shape)}")
@@ -403,9 +426,10 @@ def decode_attention(
     # starts instead, the o weight's flood slowed the split's own loads: batch 1 2.482 against 2.458 ms.)
     chain = chain_pdl(dev, b * nq)
     launch = {"launch_pdl": True} if pdl else {}
+    probe_split, probe_combine = _probe if _probe is not None else (q4, q4)
     _split_kernel[(b * hk, splits)](
         q4, k_cache, v_cache, seq_lens, sinks_arg, out4, mid_o, mid_lse,
-        kn, vn, qw, kw, inv_freq,
+        kn, vn, qw, kw, inv_freq, probe_split,
         hk, d, nq, s_max, splits, scale * _LOG2E, window or 0, half, float(eps),
         *q4.stride(), *k_cache.stride(), *v_cache.stride(), seq_lens.stride(0),
         *out4.stride(), *mid_strides, *new_strides,
@@ -414,7 +438,7 @@ def decode_attention(
         # fp32 caches get true fp32 products, not tf32
         PRECISION=dot_precision(q.dtype, "decode_attention" if _new_kv is None else "decode_attention_kv"),
         TRIGGER=2 if chain else int(final and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset,
-        USE_PDL=pdl,
+        USE_PDL=pdl, PROBE=_probe is not None,
         # 4 warps, 3 stages: in the graph-replayed step 8 warps lost (batch 8 7.71 → 7.85 ms, before batch 8 joined
         # the PDL chain; batch 1 2.40 → 2.50) and 2 stages tied (7.70); the 32-key tiles at batch 8, in the chain,
         # tied (7.74 against 7.75): session 10, ab-chain-…T020023 / …T020056 / …T021459.
@@ -424,11 +448,12 @@ def decode_attention(
     if not final:
         block_s = next_pow2(splits)
         _combine_kernel[(b * nq * hq,)](
-            mid_o, mid_lse, sinks_arg, out4,
+            mid_o, mid_lse, sinks_arg, out4, probe_combine,
             hq, nq, d, splits,
             *mid_o.stride(), *mid_lse.stride(), *out4.stride(),
             HAS_SINKS=sinks is not None, BLOCK_S=block_s, BLOCK_D=block_d, TRIGGER=pdl_supported(dev),
-            USE_PDL=chain, num_warps=max(4, min(16, block_s * block_d // 2048)),  # ≤ 64 fp32 values per thread
+            USE_PDL=chain, PROBE=_probe is not None,
+            num_warps=max(4, min(16, block_s * block_d // 2048)),  # ≤ 64 fp32 values per thread
             **({"launch_pdl": True} if chain else {}),
         )
     return out

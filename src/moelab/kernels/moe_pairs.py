@@ -24,6 +24,7 @@ import triton.language as tl
 
 from moelab.kernels import cdiv, chain_pdl, counters, interpreting, next_pow2
 from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, spin_asm
+from moelab.kernels.probe import now_ns, sm_id
 
 
 @triton.jit
@@ -33,6 +34,7 @@ def _moe_pairs_kernel(
     sw13_ptr, sw2_ptr, sgate_ptr,  # shared expert [2IS,H], [H,IS], [1,H]
     act_ptr, part_ptr, gw_ptr, cnt_ptr, out_ptr,  # act[S,I_MAX] (x dtype), partials fp32 [S,H], shared gate fp32 [T],
     #                                              int32 counters, out[T,H]
+    probe_ptr,  # PROBE only: int64 [programs, 4] (start ns, phase 2: activations ready ns, end ns, SM·2 + is phase 2)
     # sizes
     H, I, IS, E, I_MAX,
     # strides (elements)
@@ -44,15 +46,19 @@ def _moe_pairs_kernel(
     HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, SPIN_ASM: tl.constexpr,
     TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the next norm) as each program starts
     USE_PDL: tl.constexpr,  # launched with PDL (the router released it): wait before reading anything
+    PROBE: tl.constexpr = False,  # per-program timestamps (benchmarks/probe_timeline.py)
 ):
+    pid = tl.program_id(0)
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the routing, x and the counters all follow the router's completion
+    if PROBE:  # the start: the wait returned (or the program began)
+        tl.store(probe_ptr + pid * 4, now_ns(pid))
+        tl.store(probe_ptr + pid * 4 + 3, sm_id(pid).to(tl.int64) * 2 + (pid >= N1).to(tl.int64))
     # counters: [0, N_SLOTS) phase-1 blocks done per slot; N_SLOTS + hb: slots done for output block hb;
     # N_SLOTS + N_HBLK: output blocks done (the last resets all).
     P: tl.constexpr = T * K
-    pid = tl.program_id(0)
     # Phase-major: all phase-1 programs, then all phase-2 programs. (A slot-major order, each slot's phase 2
     # right after its phase 1, measured slower at every shape: docs/worklog.md.)
     q = tl.maximum(pid - N1, 0)
@@ -101,6 +107,8 @@ def _moe_pairs_kernel(
         w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
                     other=0.0, eviction_policy="evict_first")  # in flight before we wait
         I_ready = _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I), I_s, SPIN_ASM)
+        if PROBE:
+            tl.store(probe_ptr + pid * 4 + 1, now_ns(I_ready))
         a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0, cache_modifier=".cg").to(tl.float32)
         acc = tl.sum(w.to(tl.float32) * a[None, :], axis=1)
         for k0 in range(BLOCK_K2, I_s, BLOCK_K2):
@@ -141,6 +149,9 @@ def _moe_pairs_kernel(
                 offs_s = tl.arange(0, S_PAD)
                 tl.store(cnt_ptr + offs_s, tl.zeros((S_PAD,), dtype=tl.int32), mask=offs_s < N_SLOTS)
                 tl.store(cnt_ptr + N_SLOTS + N_HBLK, 0)
+    if PROBE:
+        tl.debug_barrier()
+        tl.store(probe_ptr + pid * 4 + 2, now_ns(pid))
 
 
 def pairs_config(T: int, k: int, H: int, I: int) -> dict:
@@ -178,8 +189,9 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=bk2, num_warps=4, SPIN_SLEEP=sleep)
 
 
-def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None):
-    """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]."""
+def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None, probe=None):
+    """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]. `probe`, for
+    benchmarks/probe_timeline.py: an int64 CUDA buffer of ≥ 4 values per program, filled with per-program timestamps."""
     T, H = x.shape
     E, I2, _ = w13.shape
     I = I2 // 2
@@ -206,12 +218,12 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
     _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](
         x, w13, w2, topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
-        act, part, gw, counters(x.device, n_slots + n_hblk + 1, "moe"), out,
+        act, part, gw, counters(x.device, n_slots + n_hblk + 1, "moe"), out, probe if probe is not None else x,
         H, I, IS, E, i_max,
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         T=T, K=k, K_PAD=next_pow2(k), T_PAD=next_pow2(T),
         N_SLOTS=n_slots, S_PAD=next_pow2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
         HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger, USE_PDL=pdl,
-        num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
+        PROBE=probe is not None, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
     )
     return out
