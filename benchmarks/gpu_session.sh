@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CD    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CE    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -659,6 +659,17 @@ case "${1:?stage A to G}" in
       # ~3.5 µs over one read stream go. The kernels' GPU tests first (the probe arguments are new).
     run gpu-tests 150 python -m pytest tests/kernels/test_attention.py tests/kernels/test_moe.py -k "attention or split or pairs" -q -p no:cacheprovider --tb=short -rf
     run probe 240 python benchmarks/probe_timeline.py --attention 1x1024,1x16384,1x65536,8x16384 --moe 1,2,4 --calls 8
+    ;;
+  CE) # session 16, from CD's timelines: (1) the combine's partials loaded with its log-sum-exps (one L2 round trip
+      # after the PDL wait, not three in a row; MOELAB_COMBINE_EARLY_O=0 is the old order), probed both ways; (2) phase-2
+      # tiles holding a program's whole w2 slice before its wait (CD: T=1 phase 2 streams at ~2 TB/s, two serial
+      # chunks after the wait), alone at Qwen3 / Qwen3.5 T=1, 2, probed, and in the batch-1 chain (MOELAB_PAIRS_P2).
+    run gpu-tests 100 python -m pytest tests/kernels/test_attention.py -q -p no:cacheprovider --tb=short -rf
+    run probe-new 90 python benchmarks/probe_timeline.py --attention 1x1024,1x16384,1x65536,8x16384 --moe ''
+    run probe-old 90 env MOELAB_COMBINE_EARLY_O=0 python benchmarks/probe_timeline.py --attention 1x1024,1x16384,1x65536,8x16384 --moe ''
+    run sweep-whole2 200 python benchmarks/sweep_moe.py --mode pairs --whole2 --shapes qwen3,qwen35 --tokens 1,2 --samples 10
+    run probe-p2 60 env MOELAB_PAIRS_P2=8x1024 python benchmarks/probe_timeline.py --attention '' --moe 1
+    run ab-b1 150 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,co0=MOELAB_COMBINE_EARLY_O:0,h8=MOELAB_PAIRS_P2:8x1024,h16=MOELAB_PAIRS_P2:16x1024
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

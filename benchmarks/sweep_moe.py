@@ -19,6 +19,7 @@ import os
 import torch
 
 from moelab import hardware, ops, timing
+from moelab.kernels import next_pow2
 from moelab.kernels.moe import PAIRS_MAX_T
 from moelab.kernels.moe_decode import decode_config, moe_decode
 from moelab.kernels.moe_grouped import grouped_config, moe_grouped
@@ -61,6 +62,9 @@ def main() -> None:
                          "64/128, 3/4 stages) on the default's 64-row phase-2 tiles and 4 warps")
     ap.add_argument("--narrow", action="store_true",
                     help="pairs mode: the default and tiles for narrow experts (the tp=4 shard, I=128)")
+    ap.add_argument("--whole2", action="store_true",
+                    help="pairs mode: the default and phase-2 tiles that request a program's whole w2 slice before "
+                         "its wait (BLOCK_K2 >= I)")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -149,6 +153,17 @@ def main() -> None:
                 grid = [dict(pairs_config(T, k, H, I)), dict(pairs_config(T, k, H, I), BLOCK_K2=256)] + [
                     dict(BLOCK_I=bi, BLOCK_K=bk, BLOCK_H=bh, BLOCK_K2=bk2, num_warps=4)
                     for bi in (2, 4, 8) for bk in (1024, 2048) for bh, bk2 in ((16, 128), (32, 128), (64, 128))]
+            if a.mode == "pairs" and a.whole2:
+                # Session 16's timeline probe (probe-timeline-…T074950): at T=1 phase 2 streams 25 MB at ~2 TB/s, each
+                # program's 32 × 768 slice in three serial 16 KB chunks, two of them after its wait; the last slot's
+                # readiness (19.5 µs) is 4.75 µs before the kernel's end. With the whole slice requested before the
+                # wait only the sum is left after it. Registers (Triton 3.9 sm_90 ptxas; 3.6 may differ): 32 × 256
+                # (the default) 255, 8 × 1024 128, 16 × 1024 255, 16 × 512 168, 32 × 1024 spills. Predicted T=1
+                # −2..−3 µs.
+                bk2 = next_pow2(max(I, SI))
+                grid = [dict(pairs_config(T, k, H, I))] + [
+                    dict(pairs_config(T, k, H, I), BLOCK_I=bi, BLOCK_H=bh, BLOCK_K2=bk2)
+                    for bi in (4, 8) for bh in (8, 16)] + [dict(pairs_config(T, k, H, I), BLOCK_H=16, BLOCK_K2=512)]
             if a.mode == "pairs" and a.spin:
                 grid = [dict(SPIN_SLEEP=int(ns)) for ns in a.spin.split(",")]
             if a.mode == "decode" and T == 1:

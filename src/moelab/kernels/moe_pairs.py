@@ -18,6 +18,8 @@ The shared expert, if any, is one more slot per token, weighted by sigmoid(share
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -155,7 +157,20 @@ def _moe_pairs_kernel(
 
 
 def pairs_config(T: int, k: int, H: int, I: int) -> dict:
-    """Launch parameters. Best of benchmarks/sweep_moe.py --mode pairs on the H200 (2026-12-01 11:58,
+    """Launch parameters: `_tiles`, or with $MOELAB_PAIRS_P2 = "BLOCK_HxBLOCK_K2" (session 16's A/B of phase-2 tiles
+    that hold a program's whole w2 slice before its wait, benchmarks/ab_chain.py) that phase-2 tile."""
+    cfg = _tiles(T, k, H, I)
+    p2 = os.environ.get("MOELAB_PAIRS_P2")
+    if p2:
+        bh, _, k2 = p2.partition("x")
+        if not (bh.isdigit() and k2.isdigit()):
+            raise ValueError(f"MOELAB_PAIRS_P2 must be BLOCK_HxBLOCK_K2, e.g. 8x1024, not {p2!r}")
+        cfg.update(BLOCK_H=int(bh), BLOCK_K2=int(k2))
+    return cfg
+
+
+def _tiles(T: int, k: int, H: int, I: int) -> dict:
+    """The tiles. Best of benchmarks/sweep_moe.py --mode pairs on the H200 (2026-12-01 11:58,
     results/sweep-moe-pairs-*-T1158.json) at Qwen3-30B-A3B T=1 (24.1 µs) and T=4 (75.9 µs) and Qwen3.5-35B-A3B
     T=1 (20.9 µs) alike: row blocks of 8 (~768 phase-1 programs at T=1) streaming H in chunks of 1024, output
     blocks of 32, the down projection in chunks of 256."""
