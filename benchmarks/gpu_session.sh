@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CE    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CF    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -12,7 +12,8 @@
 # AQ..AU: MOELAB_CENSUS_WIDE, MOELAB_ATTN_WARPS/STAGES/BLOCK_N and MOELAB_ATTN_MERGE_MAX_SPLITS are gone (AU's
 # attention-combine step would now time the default), and MOELAB_CHAIN_MAX_T:8 in AS is the default now. Session 11
 # (AV..BB): MOELAB_ROUTER_TILE:8192 gives the earlier router tiles; AX/AY's one-pass grouped sweeps predate the
-# two-pass timing.
+# two-pass timing. Session 16's CE: MOELAB_COMBINE_EARLY_O (the early loads are the only order now) and
+# MOELAB_PAIRS_P2 (lost) are gone.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log
@@ -670,6 +671,11 @@ case "${1:?stage A to G}" in
     run sweep-whole2 200 python benchmarks/sweep_moe.py --mode pairs --whole2 --shapes qwen3,qwen35 --tokens 1,2 --samples 10
     run probe-p2 60 env MOELAB_PAIRS_P2=8x1024 python benchmarks/probe_timeline.py --attention '' --moe 1
     run ab-b1 150 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,co0=MOELAB_COMBINE_EARLY_O:0,h8=MOELAB_PAIRS_P2:8x1024,h16=MOELAB_PAIRS_P2:16x1024
+    ;;
+  CF) # session 16: the records on the combine's early loads: attention (issue 4's lines), its GPU tests, the probe
+    run gpu-tests 100 python -m pytest tests/kernels/test_attention.py tests/engine -k "attention or match_transformers or graph" -q -p no:cacheprovider --tb=short -rf
+    run bench-attention 240 python benchmarks/bench_attention.py
+    run probe 60 python benchmarks/probe_timeline.py --attention 1x1024,1x16384,1x65536,8x16384 --moe 1
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

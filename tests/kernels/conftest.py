@@ -104,7 +104,7 @@ SM90_JOBS = {
                           {"mid_o_ptr": "*fp32", "mid_lse_ptr": "*fp32", "sinks_ptr": "*bf16", "out_ptr": "*bf16",
                            "probe_ptr": "*i64"},
                           {"PROBE": False, "NQ": 1, "smd": 1, "slss": 1, "sod": 1, "HAS_SINKS": True, "BLOCK_S": 64,
-                           "BLOCK_D": 128, "TRIGGER": True, "USE_PDL": True, "EARLY_O": True},
+                           "BLOCK_D": 128, "TRIGGER": True, "USE_PDL": True},
                           # a real launch's specialization: every stride of the fp32 partials and of out is 16-divisible
                           ["smb", "smi", "smh", "sms", "slsb", "slsi", "slsh", "sob", "soi", "soh", "HQ", "D"]),
     "attention_combine_plain": ("attention", "_combine_kernel",  # batch > 2: not PDL-launched
@@ -112,7 +112,7 @@ SM90_JOBS = {
                                  "out_ptr": "*bf16", "probe_ptr": "*i64"},
                                 {"PROBE": False,
                                  "NQ": 1, "smd": 1, "slss": 1, "sod": 1, "HAS_SINKS": True, "BLOCK_S": 64,
-                                 "BLOCK_D": 128, "TRIGGER": True, "USE_PDL": False, "EARLY_O": True},
+                                 "BLOCK_D": 128, "TRIGGER": True, "USE_PDL": False},
                                 []),
     # Decode GEMV: linear_config(1, 2048, 4096) — Qwen3-30B-A3B's o_proj at T=1 without PDL — and a split-K + bias +
     # PDL form.

@@ -202,7 +202,7 @@ def test_compiles_for_sm90(sm90):
     assert combine.index("griddepcontrol.launch_dependents") < wait and "ld.global" not in combine[:wait]
     assert "griddepcontrol.wait" not in _ptx(sm90, "attention_combine_plain")  # batch > 2: a plain launch
     # Its loads, the partials (vectorised) with the log-sum-exps, all go out before the first barrier of the merge's
-    # reductions: one L2 round trip after the wait (EARLY_O, session 16), not three in a row.
+    # reductions: one L2 round trip after the wait (session 16), not three in a row.
     merge = combine[wait:]
     assert "ld.global.v4" in merge and merge.rindex("ld.global") < merge.index("bar.sync")
     # The split kernel of the chain releases the combine after its wait (TRIGGER=2: once its q is in registers).

@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, check_device, dot_precision, env_flag, next_pow2, pdl_supported
+from moelab.kernels import cdiv, chain_pdl, check_device, dot_precision, next_pow2, pdl_supported
 from moelab.kernels.probe import now_ns, sm_id
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
@@ -242,8 +242,6 @@ def _combine_kernel(
     BLOCK_D: tl.constexpr,
     TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the o projection) now: kernels.pdl_supported
     USE_PDL: tl.constexpr,  # launched with PDL (the split kernel released it early): wait for its partials
-    EARLY_O: tl.constexpr = True,  # the partials loaded with the log-sum-exps (MOELAB_COMBINE_EARLY_O=0: after the
-    #                                 lse reductions, as until session 16)
     PROBE: tl.constexpr = False,  # per-program timestamps (benchmarks/probe_timeline.py)
 ):
     pid = tl.program_id(0)
@@ -264,23 +262,23 @@ def _combine_kernel(
     s_ok = splits < NUM_SPLITS
     o_ptrs = mid_o_ptr + b * smb + qi * smi + head * smh + splits[:, None] * sms + dcols[None, :] * smd
     o_mask = s_ok[:, None] & (dcols < D)[None, :]
-    if EARLY_O:  # every load in flight at once: one L2 round trip before the merge, not three in a row
-        o = tl.load(o_ptrs, mask=o_mask, other=0.0)
-        if HAS_SINKS:
-            sink = tl.load(sinks_ptr + head).to(tl.float32) * 1.4426950408889634
+    # Every load in flight at once: one L2 round trip after the wait, not three in a row (the partials and the sink
+    # were loaded after the lse reductions' barriers until session 16: benchmarks/probe_timeline.py, H200, the
+    # combine's release-to-end 2.25 → 1.5 µs at B=1 16k; per call 14.18 → 13.69 µs, 64k 38.34 → 37.70, B=8 16k
+    # 68.1 → 66.7; probe-timeline-…T080113 against …T080121. In the batch-1 chain 2.41 against 2.42 ms,
+    # ab-chain-…T080303).
+    o = tl.load(o_ptrs, mask=o_mask, other=0.0)
+    if HAS_SINKS:
+        sink = tl.load(sinks_ptr + head).to(tl.float32) * 1.4426950408889634
     lse = tl.load(mid_lse_ptr + b * slsb + qi * slsi + head * slsh + splits * slss, mask=s_ok, other=float("-inf"))
     m = tl.max(lse, axis=0)
     if HAS_SINKS:  # the sink is one more logit in the denominator, with no value
-        if not EARLY_O:
-            sink = tl.load(sinks_ptr + head).to(tl.float32) * 1.4426950408889634
         m = tl.maximum(m, sink)
         w = tl.exp2(lse - m)  # empty splits carry lse = -inf: weight 0
         denom = tl.sum(w, axis=0) + tl.exp2(sink - m)
     else:
         w = tl.exp2(lse - m)
         denom = tl.sum(w, axis=0)
-    if not EARLY_O:
-        o = tl.load(o_ptrs, mask=o_mask, other=0.0)
     o = tl.sum(o * w[:, None], axis=0) / denom
     tl.store(out_ptr + b * sob + qi * soi + head * soh + dcols * sod, o.to(out_ptr.dtype.element_ty), mask=dcols < D)
     if PROBE:
@@ -459,7 +457,7 @@ def decode_attention(
             hq, nq, d, splits,
             *mid_o.stride(), *mid_lse.stride(), *out4.stride(),
             HAS_SINKS=sinks is not None, BLOCK_S=block_s, BLOCK_D=block_d, TRIGGER=pdl_supported(dev),
-            USE_PDL=chain, PROBE=_probe is not None, EARLY_O=env_flag("MOELAB_COMBINE_EARLY_O", True),
+            USE_PDL=chain, PROBE=_probe is not None,
             num_warps=max(4, min(16, block_s * block_d // 2048)),  # ≤ 64 fp32 values per thread
             **({"launch_pdl": True} if chain else {}),
         )

@@ -18,8 +18,6 @@ The shared expert, if any, is one more slot per token, weighted by sigmoid(share
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
@@ -157,20 +155,7 @@ def _moe_pairs_kernel(
 
 
 def pairs_config(T: int, k: int, H: int, I: int) -> dict:
-    """Launch parameters: `_tiles`, or with $MOELAB_PAIRS_P2 = "BLOCK_HxBLOCK_K2" (session 16's A/B of phase-2 tiles
-    that hold a program's whole w2 slice before its wait, benchmarks/ab_chain.py) that phase-2 tile."""
-    cfg = _tiles(T, k, H, I)
-    p2 = os.environ.get("MOELAB_PAIRS_P2")
-    if p2:
-        bh, _, k2 = p2.partition("x")
-        if not (bh.isdigit() and k2.isdigit()):
-            raise ValueError(f"MOELAB_PAIRS_P2 must be BLOCK_HxBLOCK_K2, e.g. 8x1024, not {p2!r}")
-        cfg.update(BLOCK_H=int(bh), BLOCK_K2=int(k2))
-    return cfg
-
-
-def _tiles(T: int, k: int, H: int, I: int) -> dict:
-    """The tiles. Best of benchmarks/sweep_moe.py --mode pairs on the H200 (2026-12-01 11:58,
+    """Launch parameters. Best of benchmarks/sweep_moe.py --mode pairs on the H200 (2026-12-01 11:58,
     results/sweep-moe-pairs-*-T1158.json) at Qwen3-30B-A3B T=1 (24.1 µs) and T=4 (75.9 µs) and Qwen3.5-35B-A3B
     T=1 (20.9 µs) alike: row blocks of 8 (~768 phase-1 programs at T=1) streaming H in chunks of 1024, output
     blocks of 32, the down projection in chunks of 256."""
@@ -196,6 +181,12 @@ def _tiles(T: int, k: int, H: int, I: int) -> dict:
     # At T=2 and 4 (session 15, sweep-moe-pairs-narrow-t24-…T2135.json, with the shared expert, two passes) the
     # 64-output blocks won too, with phase 1 in one chunk of H=2048: T=2 2 × 2048 13.45 µs against 16.67 for the
     # 8 × 1024 / 32-output default (the best of 20), T=4 4 × 2048 19.19 against 23.06 (the best). T=3 takes T=4's.
+    # Phase-2 tiles holding a program's whole w2 slice before its wait (session 16, from the timeline probe: after
+    # the last slot's readiness phase 2 still streamed two serial chunks, 4.75 µs to the kernel's end) lost: alone
+    # at T=1 8 × 1024 26.5 and 16 × 1024 30.1 against 23.7 µs (sweep_moe.py --whole2, sweep-moe-pairs-whole2-…T0801),
+    # T=2 and Qwen3.5 likewise or a tie; in the batch-1 chain 2.55 and 2.72 against 2.41 ms (ab-chain-…T080303).
+    # Probed (…T080155): the tail after readiness shrank to 2.25 µs, but phase 1 ended later (its last slot ready at
+    # 25.5 against 19.5 µs) with the phase-2 programs' whole slices competing for DRAM.
     bk2 = min(256, max(16, next_pow2(I)))
     if T == 1 and I <= 128:
         return dict(BLOCK_I=4, BLOCK_K=1024, BLOCK_H=64, BLOCK_K2=bk2, num_warps=4, SPIN_SLEEP=sleep)
