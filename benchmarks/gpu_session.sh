@@ -672,10 +672,13 @@ case "${1:?stage A to G}" in
     run probe-p2 60 env MOELAB_PAIRS_P2=8x1024 python benchmarks/probe_timeline.py --attention '' --moe 1
     run ab-b1 150 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,co0=MOELAB_COMBINE_EARLY_O:0,h8=MOELAB_PAIRS_P2:8x1024,h16=MOELAB_PAIRS_P2:16x1024
     ;;
-  CF) # session 16: the records on the combine's early loads: attention (issue 4's lines), its GPU tests, the probe
+  CF) # session 16: the records on the combine's early loads: attention (issue 4's lines), its GPU tests, the probe;
+      # and long shares split exactly, not in whole tiles (16k over 33 splits: 33 chunks of 497 keys, not 32 of 512;
+      # predicted 16k -0.3, 64k -1 us, B=8 16k 0: its 4 splits divide 16k), probed against MOELAB_ATTN_CHUNK_TILES=1
     run gpu-tests 100 python -m pytest tests/kernels/test_attention.py tests/engine -k "attention or match_transformers or graph" -q -p no:cacheprovider --tb=short -rf
-    run bench-attention 240 python benchmarks/bench_attention.py
     run probe 60 python benchmarks/probe_timeline.py --attention 1x1024,1x16384,1x65536,8x16384 --moe 1
+    run probe-tiles 60 env MOELAB_ATTN_CHUNK_TILES=1 python benchmarks/probe_timeline.py --attention 1x16384,1x65536 --moe ''
+    run bench-attention 240 python benchmarks/bench_attention.py
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
