@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CF    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CG    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -13,7 +13,7 @@
 # attention-combine step would now time the default), and MOELAB_CHAIN_MAX_T:8 in AS is the default now. Session 11
 # (AV..BB): MOELAB_ROUTER_TILE:8192 gives the earlier router tiles; AX/AY's one-pass grouped sweeps predate the
 # two-pass timing. Session 16's CE: MOELAB_COMBINE_EARLY_O (the early loads are the only order now) and
-# MOELAB_PAIRS_P2 (lost) are gone.
+# MOELAB_PAIRS_P2 (lost) are gone; CF's MOELAB_ATTN_CHUNK_TILES too (the exact shares tied).
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log
@@ -679,6 +679,10 @@ case "${1:?stage A to G}" in
     run probe 60 python benchmarks/probe_timeline.py --attention 1x1024,1x16384,1x65536,8x16384 --moe 1
     run probe-tiles 60 env MOELAB_ATTN_CHUNK_TILES=1 python benchmarks/probe_timeline.py --attention 1x16384,1x65536 --moe ''
     run bench-attention 240 python benchmarks/bench_attention.py
+    ;;
+  CG) # session 16: the records on the final code (CF's bench-attention ran the exact shares, since removed)
+    run bench-attention 120 python benchmarks/bench_attention.py --no-compile
+    run decode 130 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -84,7 +84,7 @@ SM90_JOBS = {
                          "HK": 1, "NQ": 1, "sqd": 1, "skd": 1, "svd": 1, "slb": 1, "sod": 1, "smd": 1, "slss": 1,
                          "G": 8, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_D": 128, "HAS_WINDOW": True,
                          "HAS_SINKS": True, "FINAL": False, "PRECISION": "tf32", "TRIGGER": 0, "NEW_KV": False,
-                         "NORM": False, "OFFSET": False, "USE_PDL": False, "CHUNK_EXACT": True},
+                         "NORM": False, "OFFSET": False, "USE_PDL": False},
                         ["q_ptr", "k_ptr", "v_ptr", "mid_o_ptr", "sqb", "sqh", "skb", "skh", "sks", "svb", "svh",
                          "svs", "smb", "smh", "sms", "D"]),
     # The engine's decode form at Qwen3-30B-A3B: q/k norm + RoPE + KV append fused, PDL prefetch of the first tile.
@@ -97,8 +97,7 @@ SM90_JOBS = {
                             "HK": 4, "NQ": 1, "sqd": 1, "skd": 1, "svd": 1, "slb": 1, "sod": 1, "smd": 1, "slss": 1,
                             "sknd": 1, "svnd": 1, "G": 8, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_D": 128,
                             "HAS_WINDOW": False, "HAS_SINKS": False, "FINAL": False, "PRECISION": "tf32",
-                            "TRIGGER": 2, "NEW_KV": True, "NORM": True, "OFFSET": False, "USE_PDL": True,
-                            "CHUNK_EXACT": True},
+                            "TRIGGER": 2, "NEW_KV": True, "NORM": True, "OFFSET": False, "USE_PDL": True},
                            ["q_ptr", "k_ptr", "v_ptr", "mid_o_ptr", "kn_ptr", "vn_ptr", "sqb", "sqh", "skb", "skh",
                             "sks", "svb", "svh", "svs", "smb", "smh", "sms", "sknb", "sknh", "svnb", "svnh", "D"]),
     "attention_combine": ("attention", "_combine_kernel",

@@ -40,9 +40,8 @@ def test_per_sequence_lengths(gqa, splits, dtype, close):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_long_shares_split_exactly(dtype, close):
-    # Shares of 4 tiles or more are not rounded to whole tiles (CHUNK_EXACT): 203 keys over 3 splits of 16-key tiles
-    # are chunks of 68 (each ending in a part-masked tile), 300 are 100; 64 keys stay in whole-tile chunks (22 -> 32).
+def test_long_shares_over_few_splits(dtype, close):
+    # Many tiles a split, lengths that are no multiple of the tile or of the split count, with and without a window.
     q, k, v = _inputs(3, 1, 8, 2, 320, 32, dtype, seed=5)
     _run(q, k, v, [203, 64, 300], close, num_splits=3, block_n=16)
     _run(q, k, v, [203, 64, 300], close, num_splits=3, block_n=16, window=150)
@@ -265,8 +264,8 @@ def test_kv_fused_matches_the_composed_references(dtype, norm, splits, close):
     _run_kv(inp, [0, 16, 99, 3], close, num_splits=splits, block_n=16)
 
 
-def test_kv_fused_with_exact_long_shares(close):
-    # The new row at the end of an exact (not whole-tile) chunk: 136 keys over 2 splits are chunks of 68, 201 of 101.
+def test_kv_fused_with_long_shares(close):
+    # The new row in the last split, several tiles into its chunk (136 and 201 keys over 2 splits of 16-key tiles).
     inp = _kv_inputs(2, 8, 2, 220, 32, torch.float32, seed=6)
     _run_kv(inp, [135, 200], close, num_splits=2, block_n=16)
 

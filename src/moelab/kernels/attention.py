@@ -27,7 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, check_device, dot_precision, env_flag, next_pow2, pdl_supported
+from moelab.kernels import cdiv, chain_pdl, check_device, dot_precision, next_pow2, pdl_supported
 from moelab.kernels.probe import now_ns, sm_id
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
@@ -90,7 +90,6 @@ def _split_kernel(
     NORM: tl.constexpr,  # NEW_KV: q/k RMSNorm before RoPE (else RoPE only)
     OFFSET: tl.constexpr,  # NEW_KV: the (1 + w) norm of Qwen3-Next
     USE_PDL: tl.constexpr,  # launched with PDL: the first K/V tile is requested before gdc_wait
-    CHUNK_EXACT: tl.constexpr = True,  # long shares not rounded to whole tiles (MOELAB_ATTN_CHUNK_TILES=1: rounded)
     PROBE: tl.constexpr = False,  # per-program timestamps (benchmarks/probe_timeline.py)
 ):
     if TRIGGER == 1:
@@ -127,13 +126,10 @@ def _split_kernel(
     lo = 0
     if HAS_WINDOW:
         lo = tl.maximum(seq_len - NQ - window + 1, 0)
-    # This program's chunk of [lo, seq_len): an equal share per split, rounded up to whole tiles — unless the share is
-    # 4 tiles or more (CHUNK_EXACT): then the exact share, so no split is left empty (16k over 33 splits: 33 chunks of
-    # 497 keys, the last tile of each part-masked, not 32 of 512 and one idle SM per KV head).
-    share = tl.cdiv(seq_len - lo, NUM_SPLITS)
-    chunk = tl.cdiv(share, BLOCK_N) * BLOCK_N
-    if CHUNK_EXACT:
-        chunk = tl.where(share >= 4 * BLOCK_N, share, chunk)
+    # This program's chunk of [lo, seq_len): an equal share per split, rounded up to whole tiles. (The exact share
+    # for long chunks, so that 16k over 33 splits fills 33 SMs, not 32, tied: 16k 13.79 both, 64k 38.21 against
+    # 38.48 µs; the stream is DRAM-bound, not per-SM: probe-timeline-…T082850 against …T082857, session 16.)
+    chunk = tl.cdiv(tl.cdiv(seq_len - lo, NUM_SPLITS), BLOCK_N) * BLOCK_N
     start = lo + split * chunk
     end = tl.minimum(start + chunk, seq_len)
     kv_end = tl.minimum(end, cache_end)  # cache rows this program reads: [start, kv_end)
@@ -449,7 +445,7 @@ def decode_attention(
         # fp32 caches get true fp32 products, not tf32
         PRECISION=dot_precision(q.dtype, "decode_attention" if _new_kv is None else "decode_attention_kv"),
         TRIGGER=2 if chain else int(final and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset,
-        USE_PDL=pdl, PROBE=_probe is not None, CHUNK_EXACT=not env_flag("MOELAB_ATTN_CHUNK_TILES"),
+        USE_PDL=pdl, PROBE=_probe is not None,
         # 4 warps, 3 stages: in the graph-replayed step 8 warps lost (batch 8 7.71 → 7.85 ms, before batch 8 joined
         # the PDL chain; batch 1 2.40 → 2.50) and 2 stages tied (7.70); the 32-key tiles at batch 8, in the chain,
         # tied (7.74 against 7.75): session 10, ab-chain-…T020023 / …T020056 / …T021459.
