@@ -681,7 +681,7 @@ case "${1:?stage A to G}" in
     run bench-attention 240 python benchmarks/bench_attention.py
     ;;
   CG) # session 16: the records on the final code (CF's bench-attention ran the exact shares, since removed)
-    run bench-attention 120 python benchmarks/bench_attention.py --no-compile
+    run bench-attention 120 python benchmarks/bench_attention.py
     run decode 130 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
