@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CG    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CH    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -683,6 +683,11 @@ case "${1:?stage A to G}" in
   CG) # session 16: the records on the final code (CF's bench-attention ran the exact shares, since removed)
     run bench-attention 120 python benchmarks/bench_attention.py
     run decode 130 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
+    ;;
+  CH) # session 16: a second machine start for CG's attention record (16k met by 0.1 µs), and the split kernel's warps
+      # and pipeline depth at the long shapes (swept only at 1k before, stage AR): leads for the 64k / B=8 16k lines
+    run bench-attention 100 python benchmarks/bench_attention.py
+    run sweep-long 200 python benchmarks/bench_attention.py --shapes 1x16384,1x65536,8x16384 --no-compile --sweep --warps 4,8 --stages 2,3,4 --samples 15
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
