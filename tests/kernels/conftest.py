@@ -317,6 +317,14 @@ SM90_JOBS["moe_decode_tma"] = (_module, _kernel, dict(_types, w13_desc="tensorde
                                                       w2_desc="tensordesc<bf16[64, 64]>"),
                                dict(SM90_JOBS["moe_decode_pdl"][3], TMA=True), _div16_t8, *_rest)
 
+# The prefill GEMMs' tail launches (cfg TAIL, session 17): 64-row tiles of each expert's last rows on 4 warps.
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_gate_up_wide_tma"]
+SM90_JOBS["moe_gate_up_wide_tma_tail"] = (_module, _kernel, _types, dict(_consts, BLOCK_M=64, TAIL_OF=128),
+                                          _rest[0], dict(_rest[1], num_warps=4))
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_down_tma256"]
+SM90_JOBS["moe_down_tma256_tail"] = (_module, _kernel, dict(_types, act_desc="tensordesc<bf16[64, 64]>"),
+                                     dict(_consts, BLOCK_M=64, TAIL_OF=128), _rest[0], dict(_rest[1], num_warps=4))
+
 _SM90_SCRIPT = r"""
 import importlib, json, sys
 import triton
