@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CI    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CJ    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -692,8 +692,16 @@ case "${1:?stage A to G}" in
   CI) # session 17: the prefill GEMMs' tail launches (cfg TAIL: each expert's remainder of <= 64 rows in 64-row tiles
       # of a second launch): bf16 tests, then the default against TAIL variants at T=256/1024/4096 (two passes).
       # Predicted T=4096 -40..-55 us (computed MMA rows 1.24 -> 1.12 x the pairs), T=1024 more (64 pairs an expert).
+      # Lost at every T (734 -> 804+ us at 4096): TAIL and --tail are gone (code in 3dd96ea).
     run gpu-tests 150 python -m pytest tests/kernels/test_moe.py -k "tail or grouped_variants or compiles" -q -p no:cacheprovider --tb=short -rf
     run sweep-tail 240 python benchmarks/sweep_moe.py --shapes '' --grouped 256,1024,4096 --tail --samples 10
+    ;;
+  CJ) # session 17: the split kernel merging its own splits (2-4 splits: B=8-16 at long context), no combine launch.
+      # CH's B=8 16k probe: the combine's release + tail ~3.25 us of ~66. Predicted B=8 16k -1.5..-2 us (86.9 -> ~89-90 %).
+    run gpu-tests 150 python -m pytest tests/kernels/test_attention.py tests/kernels/test_chain.py tests/engine -k "attention or merge or match_transformers or graph" -q -p no:cacheprovider --tb=short -rf
+    run bench-merge 150 python benchmarks/bench_attention.py --shapes 8x16384,8x4096,16x4096,1x16384 --no-compile --merge
+    run probe 60 python benchmarks/probe_timeline.py --attention 8x16384,1x16384 --moe ''
+    run bench-attention 120 python benchmarks/bench_attention.py
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -93,7 +93,8 @@ def probe_attention(b, s, n_calls, gbps, samples):
     per_call = []
     for i in range(n_calls):
         ss, _, se, sm = _stamps(bufs[i][0])
-        cs, cw, ce, _ = _stamps(bufs[i][1]) if splits > 1 else ([], [], [], [])
+        combined = 1 < splits and not splits <= attn.MERGE_MAX_SPLITS  # else no combine: the split kernel merges
+        cs, cw, ce, _ = _stamps(bufs[i][1]) if combined else ([], [], [], [])
         per_call.append((ss, se, sm, cs, cw, ce))
     rows = []
     for i in range(1, n_calls):

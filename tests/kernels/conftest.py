@@ -79,8 +79,8 @@ SM90_JOBS = {
     "attention_split": ("attention", "_split_kernel",
                         {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "lens_ptr": "*i32",
                          "sinks_ptr": "*bf16", "out_ptr": "*bf16", "mid_o_ptr": "*fp32", "mid_lse_ptr": "*fp32",
-                         "probe_ptr": "*i64", "qk_scale": "fp32"},
-                        {"PROBE": False,
+                         "cnt_ptr": "*i32", "probe_ptr": "*i64", "qk_scale": "fp32"},
+                        {"PROBE": False, "MERGE": False, "BLOCK_S": 1,
                          "HK": 1, "NQ": 1, "sqd": 1, "skd": 1, "svd": 1, "slb": 1, "sod": 1, "smd": 1, "slss": 1,
                          "G": 8, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_D": 128, "HAS_WINDOW": True,
                          "HAS_SINKS": True, "FINAL": False, "PRECISION": "tf32", "TRIGGER": 0, "NEW_KV": False,
@@ -92,8 +92,9 @@ SM90_JOBS = {
                            {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "lens_ptr": "*i64",
                             "sinks_ptr": "*bf16", "out_ptr": "*bf16", "mid_o_ptr": "*fp32", "mid_lse_ptr": "*fp32",
                             "kn_ptr": "*bf16", "vn_ptr": "*bf16", "qw_ptr": "*bf16", "kw_ptr": "*bf16",
-                            "inv_freq_ptr": "*fp32", "probe_ptr": "*i64", "qk_scale": "fp32", "eps": "fp32"},
-                           {"PROBE": False,
+                            "inv_freq_ptr": "*fp32", "cnt_ptr": "*i32", "probe_ptr": "*i64", "qk_scale": "fp32",
+                            "eps": "fp32"},
+                           {"PROBE": False, "MERGE": False, "BLOCK_S": 1,
                             "HK": 4, "NQ": 1, "sqd": 1, "skd": 1, "svd": 1, "slb": 1, "sod": 1, "smd": 1, "slss": 1,
                             "sknd": 1, "svnd": 1, "G": 8, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_D": 128,
                             "HAS_WINDOW": False, "HAS_SINKS": False, "FINAL": False, "PRECISION": "tf32",
@@ -302,6 +303,10 @@ SM90_JOBS = {
 for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name + "_probe"] = (_module, _kernel, _types, dict(_consts, PROBE=True), *_rest)
+# The split kernel merging its own splits (MERGE, up to 4 splits: B=8 at 16k), plain and in the engine's form.
+for _name in ("attention_split", "attention_split_kv"):
+    _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
+    SM90_JOBS[_name + "_merge"] = (_module, _kernel, _types, dict(_consts, MERGE=True, BLOCK_S=4), *_rest)
 # The router at 16 rows, outside the PDL chain: nothing released early. Otherwise "router_t8"'s launch.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["router_t8"]
 SM90_JOBS["router_t16"] = (_module, _kernel, _types, dict(_consts, T_PAD=16, BLOCK_H=1024, TRIGGER=False), *_rest)
@@ -316,14 +321,6 @@ SM90_JOBS["moe_decode_pdl"] = (_module, _kernel, _types, dict(_consts, S_MAX=64,
 SM90_JOBS["moe_decode_tma"] = (_module, _kernel, dict(_types, w13_desc="tensordesc<bf16[32, 64]>",
                                                       w2_desc="tensordesc<bf16[64, 64]>"),
                                dict(SM90_JOBS["moe_decode_pdl"][3], TMA=True), _div16_t8, *_rest)
-
-# The prefill GEMMs' tail launches (cfg TAIL, session 17): 64-row tiles of each expert's last rows on 4 warps.
-_module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_gate_up_wide_tma"]
-SM90_JOBS["moe_gate_up_wide_tma_tail"] = (_module, _kernel, _types, dict(_consts, BLOCK_M=64, TAIL_OF=128),
-                                          _rest[0], dict(_rest[1], num_warps=4))
-_module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_down_tma256"]
-SM90_JOBS["moe_down_tma256_tail"] = (_module, _kernel, dict(_types, act_desc="tensordesc<bf16[64, 64]>"),
-                                     dict(_consts, BLOCK_M=64, TAIL_OF=128), _rest[0], dict(_rest[1], num_warps=4))
 
 _SM90_SCRIPT = r"""
 import importlib, json, sys

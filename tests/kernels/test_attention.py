@@ -40,6 +40,49 @@ def test_per_sequence_lengths(gqa, splits, dtype, close):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("merge", [True, False])
+def test_split_merge_and_combine_agree(dtype, merge, close):
+    """Up to MERGE_MAX_SPLITS splits the split kernel's last program per (sequence, KV head) merges them (no combine
+    launch); merge=False takes the combine. Both against the reference: an empty split (length 17 over 4 splits of
+    16-key tiles), a sink, speculative rows, a window; repeated calls (the counters reset); merge refused where its
+    tile would not fit."""
+    from moelab.kernels import attention as attn
+    q, k, v = _inputs(3, 1, 8, 2, 320, 64, dtype, seed=9)
+    for _ in range(2):
+        _run(q, k, v, [300, 17, 1], close, num_splits=4, block_n=16, merge=merge)
+    _run(q, k, v, [300, 17, 64], close, num_splits=3, block_n=16, merge=merge, sinks=torch.randn(8, device=DEV))
+    _run(q, k, v, [300, 17, 64], close, num_splits=2, block_n=16, merge=merge, window=40)
+    q3, k3, v3 = _inputs(2, 3, 8, 2, 100, 32, dtype, seed=4)
+    _run(q3, k3, v3, [3, 97], close, num_splits=4, block_n=16, merge=merge)
+    assert attn.MERGE_MAX_SPLITS == 4
+    with pytest.raises(ValueError, match="merge needs rows × splits × head_dim ≤ 8192"):
+        decode_attention(q, k, v, torch.tensor([300, 17, 1], dtype=torch.int32, device=DEV), num_splits=64,
+                         block_n=16, merge=True)
+
+
+def test_merge_is_the_default_up_to_four_splits(monkeypatch):
+    """No combine launch for 2-4 splits by default; the combine beyond (and with merge=False)."""
+    from moelab.kernels import attention as attn
+    launched = []
+
+    class Spy:
+        def __init__(self, fn):
+            self.fn = fn
+
+        def __getitem__(self, grid):
+            launched.append(grid)
+            return self.fn[grid]
+
+    monkeypatch.setattr(attn, "_combine_kernel", Spy(attn._combine_kernel))
+    q, k, v = _inputs(1, 1, 8, 2, 128, 32, torch.float32)
+    lens = torch.tensor([128], dtype=torch.int32, device=DEV)
+    for splits, merge, combines in ((4, None, 0), (5, None, 1), (2, False, 1), (1, None, 0)):
+        launched.clear()
+        decode_attention(q, k, v, lens, num_splits=splits, block_n=16, merge=merge)
+        assert len(launched) == combines, (splits, merge)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_long_shares_over_few_splits(dtype, close):
     # Many tiles a split, lengths that are no multiple of the tile or of the split count, with and without a window.
     q, k, v = _inputs(3, 1, 8, 2, 320, 32, dtype, seed=5)
@@ -216,6 +259,11 @@ def test_compiles_for_sm90(sm90):
     # The split kernel of the chain releases the combine after its wait (TRIGGER=2: once its q is in registers).
     kv = _ptx(sm90, "attention_split_kv")
     assert kv.index("griddepcontrol.launch_dependents") > kv.index("griddepcontrol.wait")
+    # Merging its own splits (MERGE): a real acq_rel arrival atomic, then the other SMs' partials loaded past L1.
+    for name in ("attention_split_merge", "attention_split_kv_merge"):
+        merged = _ptx(sm90, name)
+        arrive = merged.index("atom.global.gpu.acq_rel")
+        assert "ld.global.cg" in merged[arrive:] and "atom" not in _ptx(sm90, name[:-len("_merge")])
 
 
 # ---- decode_attention_kv: the q/k prologue and the KV append fused into the split kernel ----

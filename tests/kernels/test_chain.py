@@ -62,7 +62,7 @@ def test_norm_with_a_copied_weight_is_not_pdl_launched(hopper, monkeypatch):
     assert not kw["USE_PDL"]
 
 
-def _attention_kv(b, q_weight=None, splits=4):
+def _attention_kv(b, q_weight=None, splits=5):  # 5: past MERGE_MAX_SPLITS, so the combine runs
     hq, hk, d, s_max = 8, 1, 16, 512
     q, k, v = torch.randn(b, hq, d), torch.randn(b, hk, d), torch.randn(b, hk, d)
     qw = torch.ones(d) if q_weight is None else q_weight
@@ -92,6 +92,19 @@ def test_attention_in_one_split_releases_the_o_projection(hopper, monkeypatch, b
     _attention_kv(b, splits=1)
     (s,) = split.calls
     assert not combine.calls and s["FINAL"]
+    assert s["TRIGGER"] == (2 if b <= CHAIN_MAX_T else 1)
+
+
+@pytest.mark.parametrize("b", [1, 9])
+def test_attention_merging_its_splits_releases_the_o_projection(hopper, monkeypatch, b):
+    """Up to MERGE_MAX_SPLITS splits the split kernel merges them itself: no combine, and it releases what follows
+    as the one-split form does."""
+    split = record(monkeypatch, attention, "_split_kernel")
+    combine = record(monkeypatch, attention, "_combine_kernel")
+    _attention_kv(b, splits=4)
+    (s,) = split.calls
+    assert not combine.calls and s["MERGE"] and not s["FINAL"]
+    pdl_pairs_with_wait(s)
     assert s["TRIGGER"] == (2 if b <= CHAIN_MAX_T else 1)
 
 

@@ -363,74 +363,6 @@ def test_chunked_grouping_equals_torch(T, E, k, bm, chunk):
     assert torch.equal(order[:int(good.sum())].long(), want)
 
 
-@pytest.mark.parametrize("T,E,k,bm,tail,chunk", [(90, 8, 4, 32, 16, None), (100, 60, 4, 64, 4, 64),
-                                                 (300, 16, 8, 128, 24, None), (64, 3, 8, 16, 8, 32)])
-def test_grouping_with_tail_tiles(T, E, k, bm, tail, chunk):
-    """tail > 0: cum_tiles is [2E] — the main tiles (count // bm, +1 for a remainder over `tail`) and the tail tiles
-    (one for a remainder of 1..tail rows), cumulated; the one-launch sort, the chunked grouping and the torch ops
-    agree exactly, and every pair is in exactly one main or tail tile."""
-    from moelab.kernels.moe_grouped import group_pairs
-    g = torch.Generator().manual_seed(T + E + tail)
-    ids = torch.randint(0, E, (T, k), generator=g, dtype=torch.int32).to(DEV)
-    want = group_pairs(ids, E, bm, fused=False, tail=tail)
-    for got in (group_pairs(ids, E, bm, fused=True, chunk=chunk, tail=tail),):
-        assert all(torch.equal(a, b) for a, b in zip(got, want))
-    count, cum = want[2].long(), want[3].long()
-    assert cum.shape == (2 * E,)
-    main, tails = torch.diff(cum[:E], prepend=cum[:1] * 0), torch.diff(cum[E:], prepend=cum[:1] * 0)
-    r = count % bm
-    assert torch.equal(main, count // bm + (r > tail).long()) and torch.equal(tails, ((r > 0) & (r <= tail)).long())
-    covered = torch.minimum(main * bm, count) + tails * r  # rows the main tiles and the tail tile hold
-    assert torch.equal(covered, count)
-    assert bool(((r > 0) & (r <= tail)).any()) and bool((r > tail).any() or (r == 0).any())  # both kinds occur
-    with pytest.raises(ValueError, match="TAIL: BLOCK_M must be below the main tiles' 16 rows"):
-        group_pairs(ids, E, 16, fused=True, tail=16)
-
-
-@pytest.mark.parametrize("flags", [dict(), dict(TMA=True), dict(WIDE=True, TMA=True, N_FASTEST=True, Y_LOWP=True),
-                                   dict(DOWN=dict(BLOCK_N=32, BLOCK_K=16, num_warps=4, num_stages=2), TMA=True)])
-def test_grouped_tail_tiles(flags):
-    """cfg["TAIL"]: each expert's remainder of ≤ TAIL rows computed by a second launch of each GEMM with smaller
-    tiles: the reference's output (with a shared expert), by pointers and by TMA, with WIDE and the down GEMM's own
-    tiles; an expert of exactly two main tiles, one with a remainder over TAIL, one with a remainder under it."""
-    from moelab.kernels.moe_grouped import moe_grouped
-    T, E, H, I, k = 48, 4, 72, 40, 2
-    x, w13, w2, w, ids, sh = make(T, E, H, I, k, torch.float16, seed=11, shared=(24, True))
-    ids[:, 0] = torch.tensor([0] * 37 + [1] * 11)
-    ids[:, 1] = torch.tensor([1] * 12 + [2] * 32 + [3] * 4)
-    cfg = dict(BLOCK_M=32, BLOCK_N=16, BLOCK_K=32, num_warps=4, num_stages=2, N_FASTEST=False, Y_LOWP=False,
-               TMA=False, TAIL=dict(BLOCK_M=16))
-    # 37 = a main tile + a tail of 5; 23: a remainder over 16 (a main tile); 32: one main tile, no tail; 4: a tail only
-    assert torch.bincount(ids.flatten().cpu(), minlength=E).tolist() == [37, 23, 32, 4]
-    ref = fused_moe_reference(x, w13, w2, w, ids, sh)
-    out = moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=dict(cfg, **flags))
-    assert not out.isnan().any()
-    assert rel(out, ref) <= TOL[x.dtype]
-    for bad, msg in ((dict(BLOCK_M=32), "below the main tiles' 32 rows"), (dict(BLOCK_N=8), "BLOCK_M .and optionally"),
-                     (dict(num_warps=2), "BLOCK_M .and optionally")):
-        with pytest.raises(ValueError, match=msg):
-            moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=dict(cfg, TAIL=bad))
-
-
-@pytest.mark.skipif(not CUDA, reason="bf16 tail tiles at Qwen3-30B-A3B's prefill shapes: a CUDA GPU (the interpreter "
-                    "has no bf16 dot)")
-@pytest.mark.parametrize("T,tail", [(1024, dict(BLOCK_M=64, num_warps=4, num_stages=3)),
-                                    (4096, dict(BLOCK_M=64, num_warps=8, num_stages=3)),
-                                    (4096, dict(BLOCK_M=32, num_warps=4, num_stages=3))])
-def test_grouped_tail_tiles_bf16(T, tail):
-    """The prefill default (WIDE by TMA, 128-row tiles) with tail launches, bf16 at Qwen3-30B-A3B's shapes, over
-    10 seeds: within the bf16 bound of the fp32 reference, and the same output as without the tail launches up to
-    bf16 rounding of y (another tile shape may sum a dot's K chunk in another order)."""
-    from moelab.kernels.moe_grouped import moe_grouped
-    for seed in range(10):
-        x, w13, w2, w, ids, _ = make(T, 128, 2048, 768, 8, torch.bfloat16, seed=seed)
-        ref = fused_moe_reference(x, w13, w2, w, ids)
-        out = moe_grouped(x, w13, w2, w, ids, out=poisoned(T, 2048, x.dtype), config=dict(TAIL=tail))
-        base = moe_grouped(x, w13, w2, w, ids, out=poisoned(T, 2048, x.dtype))
-        assert not out.isnan().any()
-        assert rel(out, ref) <= TOL[torch.bfloat16] and rel(out, base) <= 1e-2
-
-
 def test_group_chunk_sizes():
     """Chunks of 1024 pairs while the scan's [chunks, E_PAD] tile fits, larger beyond, none (torch) past 4096."""
     from moelab.kernels.moe_grouped import group_chunk
@@ -542,8 +474,7 @@ def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):
 
 @pytest.mark.parametrize("job", ["moe_pairs", "moe_decode", "moe_decode_tma", "moe_gate_up", "moe_down",
                                  "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "moe_gate_up_wide_tma",
-                                 "moe_down_tma256", "moe_gate_up_wide_tma_tail", "moe_down_tma256_tail",
-                                 "route_grouped", "moe_group_sort",
+                                 "moe_down_tma256", "route_grouped", "moe_group_sort",
                                  "moe_sum_k", "moe_group_count", "moe_group_scan", "moe_group_place"])
 def test_compiles_for_sm90(sm90, job):
     """The interpreter cannot see compile-only errors (a name bound in one branch of a runtime `if` passed it
@@ -551,13 +482,10 @@ def test_compiles_for_sm90(sm90, job):
     assert "error" not in sm90[job], sm90[job].get("error")
     ptx = sm90[job]["ptx"]
     grouped = ("moe_gate_up", "moe_down", "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "moe_gate_up_wide_tma",
-               "moe_down_tma256", "moe_gate_up_wide_tma_tail", "moe_down_tma256_tail")
+               "moe_down_tma256")
     if job in grouped:
         assert "mma" in ptx  # tensor-core instructions, not FMA loops
-    if job.endswith("_tail"):
-        assert "wgmma" in ptx  # the 64-row tail tiles stay on Hopper's warpgroup MMA (32-row ones fell to mma.sync)
-    if job in ("moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide_tma", "moe_down_tma256",  # (these four: T=4096)
-               "moe_gate_up_wide_tma_tail", "moe_down_tma256_tail"):
+    if job in ("moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide_tma", "moe_down_tma256"):  # (the last two: T=4096)
         assert "cp.async.bulk.tensor" in ptx  # the tiles come by TMA
     if job.startswith("moe_") and job not in grouped + ("moe_group_sort", "moe_sum_k", "moe_group_count", "moe_group_scan",
                                                                  "moe_group_place"):

@@ -27,13 +27,18 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, check_device, dot_precision, next_pow2, pdl_supported
+from moelab.kernels import cdiv, chain_pdl, check_device, counters, dot_precision, next_pow2, pdl_supported
 from moelab.kernels.probe import now_ns, sm_id
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
 _LOG2E = 1.4426950408889634
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _MAX_SPLITS = 256
+# Up to this many splits the split kernel's last program per (sequence, KV head) merges them (MERGE), with no combine
+# launch: at B=8, 16k (4 splits) the combine's release and tail were ~3 µs of 66 (probe-timeline-…T080121). Beyond,
+# one program merging many splits is a longer serial tail than the combine's programs (sessions 4 and 10 measured
+# a last-arriver merge of 16-66 splits: 1k 6.3 → 7.9 µs alone).
+MERGE_MAX_SPLITS = 4
 
 
 @triton.jit
@@ -67,6 +72,7 @@ def _split_kernel(
     # pointers
     q_ptr, k_ptr, v_ptr, lens_ptr, sinks_ptr, out_ptr, mid_o_ptr, mid_lse_ptr,
     kn_ptr, vn_ptr, qw_ptr, kw_ptr, inv_freq_ptr,  # NEW_KV only: the new k, v [B, Hk, D]; q/k norm weights [D]
+    cnt_ptr,  # MERGE only: int32 arrival counters [B·Hk], zero between calls
     probe_ptr,  # PROBE only: int64 [programs, 4] (start ns, 0, end ns, SM)
     # sizes
     HK, D, NQ, S_MAX, NUM_SPLITS, qk_scale, window, HALF, eps,  # HALF, eps: NEW_KV only (rotary_dim / 2, norm eps)
@@ -91,6 +97,8 @@ def _split_kernel(
     OFFSET: tl.constexpr,  # NEW_KV: the (1 + w) norm of Qwen3-Next
     USE_PDL: tl.constexpr,  # launched with PDL: the first K/V tile is requested before gdc_wait
     PROBE: tl.constexpr = False,  # per-program timestamps (benchmarks/probe_timeline.py)
+    MERGE: tl.constexpr = False,  # not FINAL: the last split of each (sequence, KV head) merges them (no combine)
+    BLOCK_S: tl.constexpr = 1,  # MERGE: splits, padded to a power of two
 ):
     if TRIGGER == 1:
         tl.extra.cuda.gdc_launch_dependents()
@@ -224,9 +232,48 @@ def _split_kernel(
             o, mask=row_ok[:, None] & d_ok[None, :],
         )
         tl.store(mid_lse_ptr + b * slsb + qi * slsi + head * slsh + split * slss, lse, mask=row_ok)
+        if MERGE:
+            tl.debug_barrier()  # every thread's partials precede the release
+            arrived = tl.atomic_add(cnt_ptr + bh, 1, sem="acq_rel", scope="gpu")
+            if arrived == NUM_SPLITS - 1:
+                _merge_splits(mid_o_ptr, mid_lse_ptr, sinks_ptr, out_ptr, b, qi, head, row_ok, dcols, d_ok,
+                              NUM_SPLITS, smb, smi, smh, sms, smd, slsb, slsi, slsh, slss, sob, soi, soh, sod,
+                              HAS_SINKS, BLOCK_S)
+                tl.store(cnt_ptr + bh, 0)
     if PROBE:
         tl.debug_barrier()
         tl.store(probe_row + 2, now_ns(split))
+
+
+@triton.jit
+def _merge_splits(mid_o_ptr, mid_lse_ptr, sinks_ptr, out_ptr, b, qi, head, row_ok, dcols, d_ok, NUM_SPLITS,
+                  smb, smi, smh, sms, smd, slsb, slsi, slsh, slss, sob, soi, soh, sod,
+                  HAS_SINKS: tl.constexpr, BLOCK_S: tl.constexpr):
+    """The combine's merge for every row of one (sequence, KV head), by the last of its split programs to finish
+    (MERGE): all the partials [rows, splits, D] and log-sum-exps in one round of L2 loads (.cg: written by other
+    SMs), weighted by exp2(lse - max), plus the sink. Napkin math at B=8, 16k, 4 splits: 8 heads × 4 × 128 fp32 =
+    16 KB a program, against a combine launch's ~0.5 µs release and ~2.75 µs tail (probe-timeline-…T080121)."""
+    splits = tl.arange(0, BLOCK_S)
+    s_ok = splits < NUM_SPLITS
+    rs = row_ok[:, None] & s_ok[None, :]
+    lse = tl.load(mid_lse_ptr + b * slsb + qi[:, None] * slsi + head[:, None] * slsh + splits[None, :] * slss,
+                  mask=rs, other=float("-inf"), cache_modifier=".cg")
+    o = tl.load(mid_o_ptr + b * smb + qi[:, None, None] * smi + head[:, None, None] * smh
+                + splits[None, :, None] * sms + dcols[None, None, :] * smd,
+                mask=rs[:, :, None] & d_ok[None, None, :], other=0.0, cache_modifier=".cg")
+    if HAS_SINKS:
+        sink = tl.load(sinks_ptr + head, mask=row_ok, other=float("-inf")).to(tl.float32) * 1.4426950408889634
+    m = tl.max(lse, axis=1)
+    if HAS_SINKS:  # the sink is one more logit in the denominator, with no value
+        m = tl.maximum(m, sink)
+    m = tl.where(m == float("-inf"), 0.0, m)  # rows with nothing visible: zeros, as one split gives
+    w = tl.exp2(lse - m[:, None])  # empty splits carry lse = -inf: weight 0
+    denom = tl.sum(w, axis=1)
+    if HAS_SINKS:
+        denom += tl.exp2(sink - m)
+    o = tl.sum(o * w[:, :, None], axis=1) / tl.where(denom > 0, denom, 1.0)[:, None]
+    tl.store(out_ptr + b * sob + qi[:, None] * soi + head[:, None] * soh + dcols[None, :] * sod,
+             o.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
 
 
 @triton.jit
@@ -342,6 +389,7 @@ def decode_attention(
     block_n: int | None = None,
     num_warps: int | None = None,
     num_stages: int | None = None,
+    merge: bool | None = None,
     _new_kv: tuple | None = None,
     _probe: tuple | None = None,
 ) -> torch.Tensor:
@@ -352,7 +400,8 @@ def decode_attention(
     window: sliding-window size or None. Hq must be a multiple of Hk; scale defaults to 1/sqrt(D).
     Tuning (optional): `max_seq_len` is a hint for the split count (default S_max; it never limits the
     lengths read); `num_splits`, `block_n` override the heuristic, `num_warps` and `num_stages` the split kernel's
-    launch (sweeps, tests).
+    launch (sweeps, tests); `merge`: the split kernel's last program per (sequence, KV head) merges the splits, so
+    there is no combine launch (default: up to MERGE_MAX_SPLITS splits).
     Returns `out` (allocated, or the given one) of q's shape and dtype.
     (`_new_kv` is `decode_attention_kv`'s, checked there: seq_lens are then the new tokens' positions. `_probe`,
     for benchmarks/probe_timeline.py: two int64 CUDA buffers of ≥ 4 values per split program and per combine program,
@@ -410,6 +459,13 @@ def decode_attention(
     block_m = max(16, next_pow2(g * nq + (_new_kv is not None)))  # decode_attention_kv: + the k row
     block_d = max(16, next_pow2(d))
     final = splits == 1
+    block_s = next_pow2(splits)
+    # The merge's [rows, splits, D] fp32 tile stays within 64 values a thread on 4 warps.
+    fits = block_m * block_s * block_d <= 8192
+    if merge and not final and not fits:
+        raise ValueError(f"decode_attention: merge needs rows × splits × head_dim ≤ 8192 ({block_m} × {block_s} × "
+                         f"{block_d}); use merge=False or fewer splits")
+    merge = not final and fits and (splits <= MERGE_MAX_SPLITS if merge is None else merge)
     if final:
         mid_o = mid_lse = out4  # unused
         mid_strides = (0,) * 9
@@ -434,9 +490,11 @@ def decode_attention(
     chain = chain_pdl(dev, b * nq)
     launch = {"launch_pdl": True} if pdl else {}
     probe_split, probe_combine = _probe if _probe is not None else (q4, q4)
+    # (Taken for every split launch, so a graph captured later with merging finds the buffer its warm-up made.)
+    cnt = counters(dev, b * hk, "attention") if not final else q4
     _split_kernel[(b * hk, splits)](
         q4, k_cache, v_cache, seq_lens, sinks_arg, out4, mid_o, mid_lse,
-        kn, vn, qw, kw, inv_freq, probe_split,
+        kn, vn, qw, kw, inv_freq, cnt, probe_split,
         hk, d, nq, s_max, splits, scale * _LOG2E, window or 0, half, float(eps),
         *q4.stride(), *k_cache.stride(), *v_cache.stride(), seq_lens.stride(0),
         *out4.stride(), *mid_strides, *new_strides,
@@ -444,16 +502,15 @@ def decode_attention(
         HAS_WINDOW=window is not None, HAS_SINKS=sinks is not None, FINAL=final,
         # fp32 caches get true fp32 products, not tf32
         PRECISION=dot_precision(q.dtype, "decode_attention" if _new_kv is None else "decode_attention_kv"),
-        TRIGGER=2 if chain else int(final and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm, OFFSET=offset,
-        USE_PDL=pdl, PROBE=_probe is not None,
+        TRIGGER=2 if chain else int((final or merge) and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm,
+        OFFSET=offset, USE_PDL=pdl, PROBE=_probe is not None, MERGE=merge, BLOCK_S=block_s,
         # 4 warps, 3 stages: in the graph-replayed step 8 warps lost (batch 8 7.71 → 7.85 ms, before batch 8 joined
         # the PDL chain; batch 1 2.40 → 2.50) and 2 stages tied (7.70); the 32-key tiles at batch 8, in the chain,
         # tied (7.74 against 7.75): session 10, ab-chain-…T020023 / …T020056 / …T021459.
         num_warps=num_warps or 4, num_stages=num_stages or 3,
         **launch,
     )
-    if not final:
-        block_s = next_pow2(splits)
+    if not final and not merge:
         _combine_kernel[(b * nq * hq,)](
             mid_o, mid_lse, sinks_arg, out4, probe_combine,
             hq, nq, d, splits,
@@ -487,6 +544,7 @@ def decode_attention_kv(
     max_seq_len: int | None = None,
     num_splits: int | None = None,
     block_n: int | None = None,
+    merge: bool | None = None,
 ) -> torch.Tensor:
     """A decode step's attention from the raw projection: `qk_norm_rope_kv` then `decode_attention`, in the split
     kernel's launch (plus the combine's, when the sequence is split).
@@ -522,6 +580,6 @@ def decode_attention_kv(
         k = k.contiguous()
     inv_freq = _inv_freq(rope_theta, max(rotary_dim, 2), q.device)
     return decode_attention(q, k_cache, v_cache, positions, scale=scale, sinks=sinks, window=window, out=out,
-                            max_seq_len=max_seq_len, num_splits=num_splits, block_n=block_n,
+                            max_seq_len=max_seq_len, num_splits=num_splits, block_n=block_n, merge=merge,
                             _new_kv=(k, v, q_weight, k_weight, inv_freq, rotary_dim // 2, eps, norm, bool(offset),
                                      fresh))

@@ -29,43 +29,22 @@ from moelab.kernels import dot_precision as _prec
 
 
 @triton.jit
-def _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
-               TAIL_OF: tl.constexpr = 0):
+def _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD: tl.constexpr, BLOCK_M: tl.constexpr):
     """Tile pid_m's expert, the start of that expert's segment of sorted pairs, the tile's first row and its row
-    offsets inside the segment with their mask (cum_tiles: inclusive cumsum of tiles per expert).
-    TAIL_OF = the main launch's BLOCK_M: a tail launch, whose one tile per expert (cum_tiles counts them) holds the
-    rows past the expert's whole TAIL_OF-row tiles."""
+    offsets inside the segment with their mask (cum_tiles: inclusive cumsum of tiles per expert)."""
     offs = tl.arange(0, E_PAD)
     cum = tl.load(cum_tiles_ptr + offs, mask=offs < E, other=2**30)
     e = tl.sum((cum <= pid_m).to(tl.int32), axis=0)
     prev = tl.sum(tl.where(offs == e - 1, cum, 0), axis=0)  # tiles before expert e
     seg = tl.load(start_ptr + e)
-    count = tl.load(count_ptr + e)
-    if TAIL_OF:
-        m0 = (count // TAIL_OF) * TAIL_OF
-    else:
-        m0 = (pid_m - prev) * BLOCK_M
+    m0 = (pid_m - prev) * BLOCK_M
     offs_m = m0 + tl.arange(0, BLOCK_M)
-    return e, seg, m0, offs_m, offs_m < count
-
-
-@triton.jit
-def _store_tile_cumsums(cum_tiles_ptr, count, offs_e, emask, E, BM: tl.constexpr, TAIL_M: tl.constexpr):
-    """cum_tiles[e]: the inclusive cumsum of expert e's BM-row tiles, ⌈count/BM⌉. With TAIL_M > 0, a remainder of
-    at most TAIL_M rows goes to the tail launch instead: the main launch counts count // BM tiles (+1 for a
-    remainder over TAIL_M), and cum_tiles[E + e] the cumsum of the tail tiles (one where 0 < count % BM ≤ TAIL_M)."""
-    if TAIL_M:
-        r = count % BM
-        small = ((r > 0) & (r <= TAIL_M)).to(tl.int32)
-        tl.store(cum_tiles_ptr + offs_e, tl.cumsum(count // BM + (r > TAIL_M).to(tl.int32), axis=0), mask=emask)
-        tl.store(cum_tiles_ptr + E + offs_e, tl.cumsum(small, axis=0), mask=emask)
-    else:
-        tl.store(cum_tiles_ptr + offs_e, tl.cumsum((count + BM - 1) // BM, axis=0), mask=emask)
+    return e, seg, m0, offs_m, offs_m < tl.load(count_ptr + e)
 
 
 @triton.jit
 def _group_sort_kernel(ids_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, P, E,
-                       BM: tl.constexpr, E_PAD: tl.constexpr, P_PAD: tl.constexpr, TAIL_M: tl.constexpr = 0):
+                       BM: tl.constexpr, E_PAD: tl.constexpr, P_PAD: tl.constexpr):
     """The grouping in one program: count[e], start[e] (exclusive cumsum), cum_tiles[e] (inclusive cumsum of
     ⌈count/BM⌉) and order[start[e] + j] = the j-th pair (in pair order) routed to e — a stable argsort, as
     torch.sort(stable=True). Every id is loaded at once, counted with one histogram, and the stable order is one
@@ -84,7 +63,7 @@ def _group_sort_kernel(ids_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, 
     emask = offs_e < E
     tl.store(count_ptr + offs_e, count, mask=emask)
     tl.store(start_ptr + offs_e, tl.cumsum(count, axis=0) - count, mask=emask)
-    _store_tile_cumsums(cum_tiles_ptr, count, offs_e, emask, E, BM, TAIL_M)
+    tl.store(cum_tiles_ptr + offs_e, tl.cumsum((count + BM - 1) // BM, axis=0), mask=emask)
     keys = tl.sort(tl.where(valid, ids * P_PAD + offs, E_PAD * P_PAD))
     n_valid = tl.sum(valid.to(tl.int32), axis=0)
     tl.store(order_ptr + offs, keys % P_PAD, mask=offs < n_valid)
@@ -102,7 +81,7 @@ def _group_count_kernel(ids_ptr, part_ptr, P, E, CHUNK: tl.constexpr, E_PAD: tl.
 
 @triton.jit
 def _group_scan_kernel(part_ptr, off_ptr, start_ptr, count_ptr, cum_tiles_ptr, E, N_CHUNK,
-                       BM: tl.constexpr, E_PAD: tl.constexpr, C_PAD: tl.constexpr, TAIL_M: tl.constexpr = 0):
+                       BM: tl.constexpr, E_PAD: tl.constexpr, C_PAD: tl.constexpr):
     """Step 2, one program: count, start, cum_tiles as `_group_sort_kernel` gives them, and off[c, e] = where chunk
     c's pairs of expert e start in the order (start[e] + the earlier chunks' pairs of e), less where they start in
     chunk c's own sorted keys (its pairs of experts below e), so that step 3 places a key by off + its position."""
@@ -116,7 +95,7 @@ def _group_scan_kernel(part_ptr, off_ptr, start_ptr, count_ptr, cum_tiles_ptr, E
     emask = offs_e < E
     tl.store(count_ptr + offs_e, count, mask=emask)
     tl.store(start_ptr + offs_e, start, mask=emask)
-    _store_tile_cumsums(cum_tiles_ptr, count, offs_e, emask, E, BM, TAIL_M)
+    tl.store(cum_tiles_ptr + offs_e, tl.cumsum((count + BM - 1) // BM, axis=0), mask=emask)
     off = start[None, :] + (tl.cumsum(part, axis=0) - part) - (tl.cumsum(part, axis=1) - part)
     tl.store(off_ptr + ptrs, off, mask=m)
 
@@ -161,13 +140,11 @@ def _gate_up_kernel(
     PREC: tl.constexpr, N_FASTEST: tl.constexpr = False,
     TMA: tl.constexpr = False,  # weight tiles by tensor descriptor (w13 as [E·2I, H]; WIDE: [E·2, I, H])
     WIDE: tl.constexpr = False,  # gate and up as one [BLOCK_K, 2·BLOCK_N] operand of one dot
-    TAIL_OF: tl.constexpr = 0,  # a tail launch (`_tile_rows`): the main launch's BLOCK_M
 ):
     pid_m, pid_n = _tile_pids(I, BLOCK_N, N_FASTEST)
     total = tl.load(cum_tiles_ptr + E - 1)
     if pid_m < total:
-        e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M,
-                                               TAIL_OF)
+        e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
         pair = tl.load(order_ptr + seg + offs_m, mask=mmask, other=0)
         tok = pair // K_TOP
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -247,13 +224,11 @@ def _down_kernel(
     E_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PREC: tl.constexpr, N_FASTEST: tl.constexpr = False,
     TMA: tl.constexpr = False,  # act [P, I] and w2 (as [E·H, I]) tiles by tensor descriptor
-    TAIL_OF: tl.constexpr = 0,  # a tail launch (`_tile_rows`): the main launch's BLOCK_M
 ):
     pid_m, pid_n = _tile_pids(H, BLOCK_N, N_FASTEST)
     total = tl.load(cum_tiles_ptr + E - 1)
     if pid_m < total:
-        e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M,
-                                               TAIL_OF)
+        e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
         rows = seg + offs_m
         pair = tl.load(order_ptr + rows, mask=mmask, other=0)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -318,6 +293,11 @@ def grouped_config(P: int, E: int, H: int, I: int) -> dict:
         there, too, the down GEMM's own 128-column tiles tied (314) and the one-launch sort at 2048 pairs lost
         (325: one program's 2048-element sort is slower than the chunked grouping's three launches; a828a66);
       T=4096 (32k pairs) 128 × 128, 8 warps, 3 stages, the options: 859 µs (1,110 without, on 4 stages).
+    Each expert's last rows in a second launch of each GEMM with 32/64-row tiles (session 17: at T=4096 ~20 % of the
+    128-row tiles' MMA rows are padding) lost at every T: 4096 734 → 804-816 µs, 1024 384 → 389-398, 256 (16-row
+    tails of 32-row tiles) 318 → 342 (sweep-moe-grouped-tail-…T1156; code in 3dd96ea). A tail tile still streams its
+    expert's whole weight slice, and in a launch of its own that memory-bound stream (~half the experts' weights
+    again) is no longer hidden under the compute-bound full tiles.
     """
     opts = dict(N_FASTEST=True, Y_LOWP=True, TMA=True)
     if P >= 8192:
@@ -352,15 +332,11 @@ def group_chunk(P: int, E: int) -> int:
     return chunk if chunk <= 4096 else 0
 
 
-def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int | None = None, tail: int = 0):
+def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int | None = None):
     """(order, start, count, cum_tiles), int32: the (token, slot) pairs of ids [T, k] sorted by expert, stably;
     where each expert's pairs start in that order and how many; the inclusive cumsum of its ⌈count/bm⌉ tiles.
-    tail (0 < tail < bm): a remainder of at most `tail` rows is left to a tail launch of tail-row tiles, so
-    cum_tiles is [2E]: the main tiles' cumsum (count // bm, +1 for a remainder over `tail`), then the tail tiles'.
     fused: Triton kernels — one launch up to GROUP_FUSED_MAX_P pairs, else three over chunks (`chunk` pairs each, a
     power of two; by default `group_chunk`); not fused: torch ops (the reference the kernels are tested against)."""
-    if not 0 <= tail < bm:
-        raise ValueError(f"grouped config TAIL: BLOCK_M must be below the main tiles' {bm} rows, got {tail}")
     flat = ids.reshape(-1)
     P = flat.numel()
     if fused:
@@ -368,12 +344,12 @@ def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int |
             # The kernels' histograms take 32-bit ids (torch.topk gives int64): out-of-range ids become -1 first, so
             # a huge one cannot wrap into range (counted nowhere either way; `_sum_k_kernel` poisons the token).
             flat = torch.where((flat >= 0) & (flat < E), flat, -1).to(torch.int32)
-        buf = torch.empty(P + (4 if tail else 3) * E, dtype=torch.int32, device=ids.device)
+        buf = torch.empty(P + 3 * E, dtype=torch.int32, device=ids.device)
         order, start, count, cum_tiles = buf[:P], buf[P:P + E], buf[P + E:P + 2 * E], buf[P + 2 * E:]
         e_pad = next_pow2(E)
         if chunk is None and group_fused(P):
             _group_sort_kernel[(1,)](flat, order, start, count, cum_tiles, P, E, BM=bm, E_PAD=e_pad,
-                                     P_PAD=max(16, next_pow2(P)), TAIL_M=tail, num_warps=8)
+                                     P_PAD=max(16, next_pow2(P)), num_warps=8)
             return order, start, count, cum_tiles
         chunk = chunk or group_chunk(P, E)
         if chunk:
@@ -381,7 +357,7 @@ def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int |
             part = torch.empty(2, n, e_pad, dtype=torch.int32, device=ids.device)
             _group_count_kernel[(n,)](flat, part[0], P, E, CHUNK=chunk, E_PAD=e_pad, num_warps=4)
             _group_scan_kernel[(1,)](part[0], part[1], start, count, cum_tiles, E, n, BM=bm, E_PAD=e_pad,
-                                     C_PAD=next_pow2(n), TAIL_M=tail, num_warps=8)
+                                     C_PAD=next_pow2(n), num_warps=8)
             _group_place_kernel[(n,)](flat, part[1], order, P, E, CHUNK=chunk, E_PAD=e_pad, num_warps=4)
             return order, start, count, cum_tiles
     flat = flat.to(torch.int64)
@@ -389,12 +365,7 @@ def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int |
     # scatter_add, not bincount: bincount syncs with the host to size its output (no graph capture).
     count = torch.zeros(E, dtype=torch.int32, device=ids.device).scatter_add_(0, flat, torch.ones_like(flat, dtype=torch.int32))
     start = (torch.cumsum(count, 0) - count).to(torch.int32)
-    if tail:
-        r = count % bm
-        cum_tiles = torch.cat([torch.cumsum(count // bm + (r > tail).int(), 0),
-                               torch.cumsum(((r > 0) & (r <= tail)).int(), 0)]).to(torch.int32)
-    else:
-        cum_tiles = torch.cumsum((count + bm - 1) // bm, 0).to(torch.int32)
+    cum_tiles = torch.cumsum((count + bm - 1) // bm, 0).to(torch.int32)
     return order, start, count, cum_tiles
 
 
@@ -410,13 +381,8 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     if extra:  # said before anything launches: the grid and the token tiles are shared with the gate/up GEMM
         raise ValueError(f"grouped config DOWN: only BLOCK_N, BLOCK_K, num_warps, num_stages may differ from the "
                          f"gate/up GEMM's, got {sorted(extra)}")
-    tail_cfg = cfg.get("TAIL") or {}
-    extra = set(tail_cfg) - {"BLOCK_M", "num_warps", "num_stages"}
-    if extra or (tail_cfg and "BLOCK_M" not in tail_cfg):
-        raise ValueError(f"grouped config TAIL: BLOCK_M (and optionally num_warps, num_stages) only, got {tail_cfg}")
-    tail = int(tail_cfg.get("BLOCK_M", 0))
     order, start, count, cum_tiles = group_pairs(ids, E, bm, fused=cfg.get("GROUP_FUSED", True),
-                                                 chunk=cfg.get("GROUP_CHUNK"), tail=tail)
+                                                 chunk=cfg.get("GROUP_CHUNK"))
     if cfg.get("GEMM", "triton") == "grouped_mm":
         return _experts_pass_grouped_mm(x, w13, w2, weights, order, count, k)
     max_tiles = cdiv(P, bm) + E
@@ -445,38 +411,19 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
 
     # WIDE_TMA=False keeps WIDE's weights on pointer loads (session 11's form) while the down GEMM takes TMA.
     gate_up = dict(meta, TMA=tma and cfg.get("WIDE_TMA", True)) if cfg.get("WIDE", False) else meta
-    wide = bool(cfg.get("WIDE", False))
-    # TAIL: each expert's last few rows (a remainder of ≤ TAIL["BLOCK_M"]) in a second launch of each GEMM with
-    # small tiles, one per expert at most (grid E), instead of a BLOCK_M-row tile that is mostly padding.
-    tail_meta = dict(BLOCK_M=tail, TAIL_OF=bm, **{k_: v for k_, v in tail_cfg.items() if k_ != "BLOCK_M"})
-    main_tiles, tail_tiles = cum_tiles[:E], cum_tiles[E:]
     _gate_up_kernel[grid(I, bn)](
-        x, w13, order, start, count, main_tiles, act, w13_desc, H, I, E, k, x.stride(0), w13.stride(0),
-        w13.stride(1), WIDE=wide, **gate_up)
-    if tail:
-        _gate_up_kernel[tail_grid(E, I, bn, n_fast)](
-            x, w13, order, start, count, tail_tiles, act, w13_desc, H, I, E, k, x.stride(0), w13.stride(0),
-            w13.stride(1), WIDE=wide, **dict(gate_up, **tail_meta))
+        x, w13, order, start, count, cum_tiles, act, w13_desc, H, I, E, k, x.stride(0), w13.stride(0), w13.stride(1),
+        WIDE=bool(cfg.get("WIDE", False)), **gate_up)
     # The down GEMM (K = I, short: 12 chunks of 64 at Qwen3-30B-A3B) may take its own column tiles and pipeline:
     # cfg["DOWN"] = {BLOCK_N, BLOCK_K, num_warps, num_stages}; the token tiles are the grouping's.
     down = dict(meta, **cfg.get("DOWN", {}))
     if tma and cfg.get("DOWN"):
         w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [down["BLOCK_N"], down["BLOCK_K"]])
         act_desc = TensorDescriptor.from_tensor(act, [bm, down["BLOCK_K"]])
-    tw = weights.reshape(-1).contiguous()
     _down_kernel[grid(H, down["BLOCK_N"])](
-        act, w2, tw, order, start, count, main_tiles, y, act_desc, w2_desc, H, I, E, w2.stride(0), w2.stride(1), **down)
-    if tail:
-        tail_act_desc = TensorDescriptor.from_tensor(act, [tail, down["BLOCK_K"]]) if tma else act
-        _down_kernel[tail_grid(E, H, down["BLOCK_N"], n_fast)](
-            act, w2, tw, order, start, count, tail_tiles, y, tail_act_desc, w2_desc, H, I, E, w2.stride(0),
-            w2.stride(1), **dict(down, **tail_meta))
+        act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, act_desc, w2_desc, H, I, E,
+        w2.stride(0), w2.stride(1), **down)
     return y
-
-
-def tail_grid(E: int, n: int, block_n: int, n_fast: bool) -> tuple[int, ...]:
-    """A tail launch's grid: at most one tile per expert, times the column blocks."""
-    return (E * cdiv(n, block_n),) if n_fast else (E, cdiv(n, block_n))
 
 
 def _tma_ok(x, w13, w2, act) -> bool:
