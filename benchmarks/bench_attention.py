@@ -6,7 +6,8 @@ moelab's flash-decoding kernel, and the floor — side by side, graph-replayed.
 
 Floor = K + V bytes (B·Hk·S·D·2 B·2) / read bandwidth. Inputs rotate over `timing.sets_for_l2` KV caches so
 the L2 cannot serve them. The kernel is checked against `ops` reference once per shape before timing; its
-launches per call are counted with torch.profiler (2: split + combine; 1 when the heuristic picks one split).
+launches per call are counted with torch.profiler (2: split + combine; 1 when the heuristic picks one split, or
+up to 4 that the split kernel merges itself).
 `--sweep` also times the kernel at neighbouring (num_splits, BLOCK_N) to check the heuristic; `--merge` the split
 kernel merging its own splits (2-4 splits) against the combine launch, in two alternating passes.
 Targets (issue 4): B=1 1k ≤ 6 µs, 16k ≤ 14 µs, 64k ≥ 85 % of floor; B=8 16k ≥ 90 % of floor.

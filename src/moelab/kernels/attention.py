@@ -9,7 +9,9 @@ walks its chunk of this sequence's keys in BLOCK_N tiles with an online softmax 
 a normalised partial output and its log-sum-exp. The chunk is computed in-kernel from the sequence's own length,
 so the split count picked on the host (no host sync, CUDA-graph safe) spreads each sequence over all its splits
 whatever its length. Kernel 2 (`_combine_kernel`), grid (B·Q·Hq): merges the partials by their log-sum-exp and
-adds the attention sink. With one split, kernel 1 finishes the rows itself and kernel 2 is skipped.
+adds the attention sink. With one split, kernel 1 finishes the rows itself and kernel 2 is skipped; with 2 to
+MERGE_MAX_SPLITS splits, the last of a (sequence, KV head)'s split programs to finish merges them and kernel 2 is
+skipped too.
 
 Napkin math (bf16, GQA 32/4 × 128): bytes = B·Hk·L·D·2·2 (K and V) — 1k: 2.1 MB (0.5 µs at 4.3 TB/s), 16k: 33.6 MB
 (7.8 µs), 64k: 134 MB (31 µs); the fp32 partials add B·Q·Hq·splits·(D+1)·4 bytes written and read again
