@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CJ    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CK    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -702,6 +702,13 @@ case "${1:?stage A to G}" in
     run bench-merge 150 python benchmarks/bench_attention.py --shapes 8x16384,8x4096,16x4096,1x16384 --no-compile --merge
     run probe 60 python benchmarks/probe_timeline.py --attention 8x16384,1x16384 --moe ''
     run bench-attention 120 python benchmarks/bench_attention.py
+    ;;
+  CK) # session 17: at batch 1 the chain's attention runs 7 splits of 64 keys and a combine (~2.4 us a layer in the
+      # trace); merged by the split kernel instead (MOELAB_ATTN_MERGE_MAX=8). Predicted -0.5..-1.5 us a layer
+      # (-25..-70 us a step of 2.40 ms). The GPU tests of the merge first (bf16 parity and graphs in the engine).
+    run gpu-tests 120 python -m pytest tests/kernels/test_attention.py tests/kernels/test_chain.py -q -p no:cacheprovider --tb=short -rf
+    run ab-b1 240 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,m8=MOELAB_ATTN_MERGE_MAX:8
+    run gpu-tests-engine 120 env MOELAB_ATTN_MERGE_MAX=8 python -m pytest tests/engine/test_parity.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf -k "gpu or graph or bf16"
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -55,7 +55,8 @@ def test_split_merge_and_combine_agree(dtype, merge, close):
     q3, k3, v3 = _inputs(2, 3, 8, 2, 100, 32, dtype, seed=4)
     _run(q3, k3, v3, [3, 97], close, num_splits=4, block_n=16, merge=merge)
     assert attn.MERGE_MAX_SPLITS == 4
-    with pytest.raises(ValueError, match="merge needs rows × splits × head_dim ≤ 8192"):
+    _run(q, k, v, [300, 17, 64], close, num_splits=8, block_n=16, merge=merge)  # [16, 8, 64]: the largest tile
+    with pytest.raises(ValueError, match="merge needs rows × splits × head_dim ≤ 16384"):
         decode_attention(q, k, v, torch.tensor([300, 17, 1], dtype=torch.int32, device=DEV), num_splits=64,
                          block_n=16, merge=True)
 
@@ -76,10 +77,14 @@ def test_merge_is_the_default_up_to_four_splits(monkeypatch):
     monkeypatch.setattr(attn, "_combine_kernel", Spy(attn._combine_kernel))
     q, k, v = _inputs(1, 1, 8, 2, 128, 32, torch.float32)
     lens = torch.tensor([128], dtype=torch.int32, device=DEV)
-    for splits, merge, combines in ((4, None, 0), (5, None, 1), (2, False, 1), (1, None, 0)):
+    for splits, merge, combines in ((4, None, 0), (5, None, 1), (2, False, 1), (1, None, 0), (8, True, 0)):
         launched.clear()
         decode_attention(q, k, v, lens, num_splits=splits, block_n=16, merge=merge)
         assert len(launched) == combines, (splits, merge)
+    monkeypatch.setenv("MOELAB_ATTN_MERGE_MAX", "8")  # benchmarks/ab_chain.py's switch for the default's limit
+    launched.clear()
+    decode_attention(q, k, v, lens, num_splits=7, block_n=16)
+    assert not launched
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -29,7 +29,8 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, check_device, counters, dot_precision, next_pow2, pdl_supported
+from moelab.kernels import (cdiv, chain_pdl, check_device, counters, dot_precision, env_int, next_pow2,
+                             pdl_supported)
 from moelab.kernels.probe import now_ns, sm_id
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
@@ -462,12 +463,15 @@ def decode_attention(
     block_d = max(16, next_pow2(d))
     final = splits == 1
     block_s = next_pow2(splits)
-    # The merge's [rows, splits, D] fp32 tile stays within 64 values a thread on 4 warps.
-    fits = block_m * block_s * block_d <= 8192
+    # The merge's [rows, splits, D] fp32 tile stays within 128 values a thread on 4 warps (sm_90, Triton 3.6: 136-168
+    # registers for 1-8 splits of the engine's form, no spill).
+    fits = block_m * block_s * block_d <= 16384
     if merge and not final and not fits:
-        raise ValueError(f"decode_attention: merge needs rows × splits × head_dim ≤ 8192 ({block_m} × {block_s} × "
+        raise ValueError(f"decode_attention: merge needs rows × splits × head_dim ≤ 16384 ({block_m} × {block_s} × "
                          f"{block_d}); use merge=False or fewer splits")
-    merge = not final and fits and (splits <= MERGE_MAX_SPLITS if merge is None else merge)
+    # MOELAB_ATTN_MERGE_MAX: the A/B switch of benchmarks/ab_chain.py for the default's split limit.
+    merge = not final and fits and (splits <= env_int("MOELAB_ATTN_MERGE_MAX", MERGE_MAX_SPLITS) if merge is None
+                                    else merge)
     if final:
         mid_o = mid_lse = out4  # unused
         mid_strides = (0,) * 9
