@@ -706,6 +706,7 @@ case "${1:?stage A to G}" in
   CK) # session 17: at batch 1 the chain's attention runs 7 splits of 64 keys and a combine (~2.4 us a layer in the
       # trace); merged by the split kernel instead (MOELAB_ATTN_MERGE_MAX=8). Predicted -0.5..-1.5 us a layer
       # (-25..-70 us a step of 2.40 ms). The GPU tests of the merge first (bf16 parity and graphs in the engine).
+      # Lost (2.41 -> 2.45 ms, ab-chain-...T130023): MOELAB_ATTN_MERGE_MAX is gone.
     run gpu-tests 120 python -m pytest tests/kernels/test_attention.py tests/kernels/test_chain.py -q -p no:cacheprovider --tb=short -rf
     run ab-b1 240 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,m8=MOELAB_ATTN_MERGE_MAX:8
     run gpu-tests-engine 120 env MOELAB_ATTN_MERGE_MAX=8 python -m pytest tests/engine/test_parity.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf -k "gpu or graph or bf16"

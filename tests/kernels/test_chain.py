@@ -22,12 +22,16 @@ class Recorder:
         return lambda *args, **kwargs: self.calls.append(kwargs)
 
 
+@pytest.fixture(autouse=True)
+def _cpu_tensors(monkeypatch):
+    """The tensors here are CPU tensors and the kernels recorders, so the launchers' device check is told it is
+    interpreted (on the GPU machine it refused the CPU tensors: session 17)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
 @pytest.fixture
 def hopper(monkeypatch):
-    """PDL as on an H200: `pdl_supported` true, `chain_pdl` true for rows ≤ CHAIN_MAX_T, in every launcher. The
-    tensors are CPU tensors and the kernels recorders, so the launchers' device check is told it is interpreted (on a
-    GPU machine it refused the CPU tensors: session 17)."""
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    """PDL as on an H200: `pdl_supported` true, `chain_pdl` true for rows ≤ CHAIN_MAX_T, in every launcher."""
     for mod in (attention, rmsnorm, moe_pairs, moe_decode, router):
         if hasattr(mod, "pdl_supported"):
             monkeypatch.setattr(mod, "pdl_supported", lambda device: True)

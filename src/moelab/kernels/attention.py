@@ -29,8 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import (cdiv, chain_pdl, check_device, counters, dot_precision, env_int, next_pow2,
-                             pdl_supported)
+from moelab.kernels import cdiv, chain_pdl, check_device, counters, dot_precision, next_pow2, pdl_supported
 from moelab.kernels.probe import now_ns, sm_id
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
@@ -40,7 +39,8 @@ _MAX_SPLITS = 256
 # Up to this many splits the split kernel's last program per (sequence, KV head) merges them (MERGE), with no combine
 # launch: at B=8, 16k (4 splits) the combine's release and tail were ~3 µs of 66 (probe-timeline-…T080121). Beyond,
 # one program merging many splits is a longer serial tail than the combine's programs (sessions 4 and 10 measured
-# a last-arriver merge of 16-66 splits: 1k 6.3 → 7.9 µs alone).
+# a last-arriver merge of 16-66 splits: 1k 6.3 → 7.9 µs alone; session 17 the batch-1 chain's 7 splits of 64 keys
+# merged: 2.41 → 2.45 ms per token, ab-chain-…T130023).
 MERGE_MAX_SPLITS = 4
 
 
@@ -469,9 +469,7 @@ def decode_attention(
     if merge and not final and not fits:
         raise ValueError(f"decode_attention: merge needs rows × splits × head_dim ≤ 16384 ({block_m} × {block_s} × "
                          f"{block_d}); use merge=False or fewer splits")
-    # MOELAB_ATTN_MERGE_MAX: the A/B switch of benchmarks/ab_chain.py for the default's split limit.
-    merge = not final and fits and (splits <= env_int("MOELAB_ATTN_MERGE_MAX", MERGE_MAX_SPLITS) if merge is None
-                                    else merge)
+    merge = not final and fits and (splits <= MERGE_MAX_SPLITS if merge is None else merge)
     if final:
         mid_o = mid_lse = out4  # unused
         mid_strides = (0,) * 9
