@@ -467,8 +467,8 @@ def decode_attention(
     # registers for 1-8 splits of the engine's form, no spill).
     fits = block_m * block_s * block_d <= 16384
     if merge and not final and not fits:
-        raise ValueError(f"decode_attention: merge needs rows × splits × head_dim ≤ 16384 ({block_m} × {block_s} × "
-                         f"{block_d}); use merge=False or fewer splits")
+        raise ValueError(f"decode_attention: merge needs rows × splits × head_dim ≤ 16384 ({block_m} × {block_s} "
+                         f"× {block_d}); use merge=False or fewer splits")
     merge = not final and fits and (splits <= MERGE_MAX_SPLITS if merge is None else merge)
     if final:
         mid_o = mid_lse = out4  # unused
