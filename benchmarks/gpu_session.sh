@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CK    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CL    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -710,6 +710,13 @@ case "${1:?stage A to G}" in
     run gpu-tests 120 python -m pytest tests/kernels/test_attention.py tests/kernels/test_chain.py -q -p no:cacheprovider --tb=short -rf
     run ab-b1 240 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,m8=MOELAB_ATTN_MERGE_MAX:8
     run gpu-tests-engine 120 env MOELAB_ATTN_MERGE_MAX=8 python -m pytest tests/engine/test_parity.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf -k "gpu or graph or bf16"
+    ;;
+  CL) # session 18: the grouped path (T >= 32) PDL-launched: gate/up, down and sum each released by the kernel before
+      # it, the down GEMM's first w2 chunk before its wait. Predicted T=32..256 -2..-5 us a layer (the launch gaps and
+      # the down GEMM's first wave under gate/up's tail), T=4096 within noise; batch 32 -0.1..-0.2 ms per token.
+    run gpu-tests 200 python -m pytest tests/kernels/test_moe.py -k "pdl or grouped_variants or (real_shapes and (64 or 256 or 1024))" -q -p no:cacheprovider --tb=short -rf
+    run sweep-pdl 200 python benchmarks/sweep_moe.py --shapes '' --grouped 32,64,256,4096 --grouped-pdl --samples 15
+    run ab-b32 150 python benchmarks/ab_chain.py --batch 32 --rounds 3 --new-tokens 64 --variants base,nopdl=MOELAB_GROUPED_PDL:0
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
