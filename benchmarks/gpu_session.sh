@@ -714,6 +714,8 @@ case "${1:?stage A to G}" in
   CL) # session 18: the grouped path (T >= 32) PDL-launched: gate/up, down and sum each released by the kernel before
       # it, the down GEMM's first w2 chunk before its wait. Predicted T=32..256 -2..-5 us a layer (the launch gaps and
       # the down GEMM's first wave under gate/up's tail), T=4096 within noise; batch 32 -0.1..-0.2 ms per token.
+      # Tied (T=32 260.4 both, 64 293.8 against 295.2, 256 318.2 / 317.9, 4096 noise; batch 32 14.8 ms both,
+      # ab-chain-...T135547): the PDL code, cfg PDL, MOELAB_GROUPED_PDL and --grouped-pdl are gone (code in 55d9020).
     run gpu-tests 200 python -m pytest tests/kernels/test_moe.py -k "pdl or grouped_variants or (real_shapes and (64 or 256 or 1024))" -q -p no:cacheprovider --tb=short -rf
     run sweep-pdl 200 python benchmarks/sweep_moe.py --shapes '' --grouped 32,64,256,4096 --grouped-pdl --samples 15
     run ab-b32 150 python benchmarks/ab_chain.py --batch 32 --rounds 3 --new-tokens 64 --variants base,nopdl=MOELAB_GROUPED_PDL:0

@@ -50,9 +50,6 @@ def main() -> None:
                          "TMA (weight and act tiles by tensor descriptor), the Triton grouping; with WIDE (gate and "
                          "up as one dot); the down GEMM's own "
                          "tiles (T >= 2048); and all three options at a few tiles")
-    ap.add_argument("--grouped-pdl", action="store_true",
-                    help="with --grouped: only the default config with and without PDL (the gate/up GEMM, the down "
-                         "GEMM and the sum PDL-launched, the down GEMM's first w2 chunk before its wait)")
     ap.add_argument("--spin", default="", help="pairs mode: only the default config, with these nanosleep backoffs "
                     "(ns, comma-separated; 0 = the tight spin) in the phase-2 wait")
     ap.add_argument("--stages", default="", help="decode mode, T > 1: also the census kernel at these num_stages "
@@ -225,7 +222,7 @@ def main() -> None:
             results.append(dict(mode=a.mode, shape=name, T=T, floor_us=floor, distinct=distinct, rows=rows))
             save(a, ceil, results)
     for T in [int(t) for t in a.grouped.split(",") if t]:
-        results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants, a.grouped_pdl))
+        results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants))
         save(a, ceil, results)
 
 
@@ -249,7 +246,7 @@ def save(a, ceil, results) -> None:
             json.dump(dict(env=timing.env_record(), read_gbps=ceil.read_gbps, results=results), fh, indent=1)
 
 
-def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, pdl: bool = False) -> dict:
+def sweep_grouped(T: int, ceil, samples: int, variants: bool = False) -> dict:
     """Prefill path at Qwen3-30B-A3B shapes: % of the measured bf16 matmul rate (FLOPs = 2·T·k·3·H·I)."""
     E, H, I, k = 128, 2048, 768, 8
     dev, dt = "cuda", torch.bfloat16
@@ -297,11 +294,7 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, pdl: bool 
                   (16, 64, 64, 4, 3), (16, 128, 64, 4, 4), (32, 64, 64, 4, 3)])
         cfgs += [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns, **alln)
                  for bm, bn, bk, nw, ns in tiles]
-    if pdl:
-        base = grouped_config(T * k, E, H, I)
-        cfgs = [dict(base, PDL=True), dict(base, PDL=False)]
-    else:
-        cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
+    cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
     fns, errs = {}, {}
     for i, cfg in enumerate(cfgs):
         def f(x, w13, w2, tw, ids, cfg=cfg):
@@ -317,7 +310,7 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, pdl: bool 
                          tflops=flops / us / 1e6))
     ok = sorted([r for r in rows if "us" in r], key=lambda r: r["us"])
     print(f"\n== grouped qwen3 T={T} floor={floor:.1f} us (bf16 {ceil.bf16_tflops:.0f} TFLOP/s)")
-    for r in (ok if variants or pdl else ok[:5]):
+    for r in (ok if variants else ok[:5]):
         passes = "/".join(f"{p_:.0f}" for p_ in r.get("passes_us", []))
         print(f"  {r['us']:9.1f} us  ±{r['iqr']:.1f} ({passes})  {r['tflops']:6.1f} TFLOP/s  {r['pct']:5.1f}% floor  "
               f"err {r['err']:.1e}  {r['cfg']}")

@@ -456,41 +456,6 @@ def test_gpu_bf16_real_shapes(E, H, I, k, SI, T):
     assert worst <= TOL[torch.bfloat16], worst
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not CUDA, reason="programmatic dependent launch needs a CUDA GPU (griddepcontrol is inline PTX)")
-@pytest.mark.parametrize("T,flags", [(64, {}), (256, {}), (256, dict(TMA=False)), (4096, {}),
-                                     (2048, dict(WIDE=True, TMA=False)), (64, dict(GROUP_FUSED=False))])
-@pytest.mark.parametrize("shared", [False, True])
-def test_gpu_grouped_pdl_is_bitwise_the_plain_launch(T, flags, shared):
-    """The grouped path with PDL (gate/up, down and sum PDL-launched; the down GEMM's first w2 chunk requested before
-    its wait) computes exactly what the plain launches do, eagerly and replayed in a CUDA graph: the same programs,
-    the same sums; only when they may start differs. Qwen3-30B-A3B shapes, bf16; a shared expert (Qwen3.5's gate)."""
-    from moelab.kernels import pdl_supported
-    from moelab.kernels.moe_grouped import moe_grouped
-    if not pdl_supported(torch.device("cuda")):
-        pytest.skip("this GPU has no programmatic dependent launch (compute capability < 9)")
-    E, H, I, k = 128, 2048, 768, 8
-    g = torch.Generator(device="cuda").manual_seed(T)
-    w13 = (torch.randn(E, 2 * I, H, device="cuda", generator=g) * H ** -0.5).bfloat16()
-    w2 = (torch.randn(E, H, I, device="cuda", generator=g) * I ** -0.5).bfloat16()
-    sh = ((torch.randn(2 * 512, H, device="cuda", generator=g) * H ** -0.5).bfloat16(),
-          (torch.randn(H, 512, device="cuda", generator=g) * 512 ** -0.5).bfloat16(),
-          (torch.randn(1, H, device="cuda", generator=g) * H ** -0.5).bfloat16()) if shared else None
-    x = torch.randn(T, H, device="cuda", generator=g).bfloat16()
-    w, ids = route(torch.randn(T, E, device="cuda", generator=g), k)
-    plain = moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=dict(flags, PDL=False))
-    assert rel(plain, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[torch.bfloat16]
-    out = poisoned(T, H, x.dtype)
-    assert torch.equal(moe_grouped(x, w13, w2, w, ids, sh, out=out, config=dict(flags, PDL=True)), plain)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        moe_grouped(x, w13, w2, w, ids, sh, out=out, config=dict(flags, PDL=True))
-    for _ in range(3):
-        out.fill_(float("nan"))
-        graph.replay()
-        assert torch.equal(out, plain)
-
-
 @pytest.mark.skipif(not CUDA, reason="the bug it guards against showed only on the GPU (Triton 3.6)")
 @pytest.mark.parametrize("num_warps", [4, 8])
 def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):

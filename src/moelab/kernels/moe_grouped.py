@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, env_flag, next_pow2, pdl_supported
+from moelab.kernels import cdiv, next_pow2
 from moelab.kernels import dot_precision as _prec
 
 
@@ -44,7 +44,7 @@ def _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD: tl.constexp
 
 @triton.jit
 def _group_sort_kernel(ids_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, P, E,
-                       BM: tl.constexpr, E_PAD: tl.constexpr, P_PAD: tl.constexpr, TRIGGER: tl.constexpr = False):
+                       BM: tl.constexpr, E_PAD: tl.constexpr, P_PAD: tl.constexpr):
     """The grouping in one program: count[e], start[e] (exclusive cumsum), cum_tiles[e] (inclusive cumsum of
     ⌈count/BM⌉) and order[start[e] + j] = the j-th pair (in pair order) routed to e — a stable argsort, as
     torch.sort(stable=True). Every id is loaded at once, counted with one histogram, and the stable order is one
@@ -54,10 +54,7 @@ def _group_sort_kernel(ids_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, 
     Napkin math at P=256, E=128: 1 KB read, ~2 KB written; a 256-element bitonic sort is 36 compare-exchange steps.
     It replaced a program that walked the pairs in 2 × 8 dependent chunks of 32 (12.8 µs at 256 pairs,
     trace-decode-…T220433): batch 32 15.7 → 15.2 ms per token, the same tokens (H200, session 9,
-    ab-chain-…T233201; predicted −3 %).
-    TRIGGER: release the PDL-launched gate/up GEMM as it starts (that kernel waits before reading anything)."""
-    if TRIGGER:
-        tl.extra.cuda.gdc_launch_dependents()
+    ab-chain-…T233201; predicted −3 %)."""
     offs = tl.arange(0, P_PAD)
     ids = tl.load(ids_ptr + offs, mask=offs < P, other=-1)
     valid = (offs < P) & (ids >= 0) & (ids < E)
@@ -104,16 +101,12 @@ def _group_scan_kernel(part_ptr, off_ptr, start_ptr, count_ptr, cum_tiles_ptr, E
 
 
 @triton.jit
-def _group_place_kernel(ids_ptr, off_ptr, order_ptr, P, E, CHUNK: tl.constexpr, E_PAD: tl.constexpr,
-                        TRIGGER: tl.constexpr = False):
+def _group_place_kernel(ids_ptr, off_ptr, order_ptr, P, E, CHUNK: tl.constexpr, E_PAD: tl.constexpr):
     """Step 3: chunk c's pairs sorted by (expert, pair) — keys e · CHUNK + local index, unique, so the sort is
     stable — and each written to order[off[c, e] + its position among the sorted keys]. An out-of-range id sorts
     after every valid key and is placed nowhere, as in `_group_sort_kernel`.
     Napkin math at T=4096, k=8 (32 chunks of 1024): 128 KB of ids read twice, 128 KB of order written; the torch ops
-    it replaces (a stable sort of int64 ids, a scatter_add of 32k ones into 128 counters) are ~13 launches.
-    TRIGGER: as `_group_sort_kernel`'s."""
-    if TRIGGER:
-        tl.extra.cuda.gdc_launch_dependents()
+    it replaces (a stable sort of int64 ids, a scatter_add of 32k ones into 128 counters) are ~13 launches."""
     c = tl.program_id(0)
     local = tl.arange(0, CHUNK)
     offs = c * CHUNK + local
@@ -147,13 +140,7 @@ def _gate_up_kernel(
     PREC: tl.constexpr, N_FASTEST: tl.constexpr = False,
     TMA: tl.constexpr = False,  # weight tiles by tensor descriptor (w13 as [E·2I, H]; WIDE: [E·2, I, H])
     WIDE: tl.constexpr = False,  # gate and up as one [BLOCK_K, 2·BLOCK_N] operand of one dot
-    USE_PDL: tl.constexpr = False,  # launched with PDL after the grouping: wait first, then release the down GEMM
 ):
-    if USE_PDL:
-        # Everything here follows the grouping. The down GEMM is released only after this wait, so what it reads
-        # before its own wait (the grouping's tiles, w2) is complete by then.
-        tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
     pid_m, pid_n = _tile_pids(I, BLOCK_N, N_FASTEST)
     total = tl.load(cum_tiles_ptr + E - 1)
     if pid_m < total:
@@ -237,13 +224,8 @@ def _down_kernel(
     E_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PREC: tl.constexpr, N_FASTEST: tl.constexpr = False,
     TMA: tl.constexpr = False,  # act [P, I] and w2 (as [E·H, I]) tiles by tensor descriptor
-    USE_PDL: tl.constexpr = False,  # launched with PDL after the gate/up GEMM: the first w2 chunk before the wait
 ):
-    if USE_PDL:
-        tl.extra.cuda.gdc_launch_dependents()  # the sum kernel waits before reading anything
     pid_m, pid_n = _tile_pids(H, BLOCK_N, N_FASTEST)
-    # Before the wait (USE_PDL) only the grouping's output, two kernels back, and w2 are read: the gate/up GEMM
-    # releases this kernel after its own wait for the grouping.
     total = tl.load(cum_tiles_ptr + E - 1)
     if pid_m < total:
         e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
@@ -253,26 +235,7 @@ def _down_kernel(
         nmask = offs_n < H
         wbase = w2_ptr + e.to(tl.int64) * s_w2e
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        k_first = 0
-        if USE_PDL:
-            # The first K chunk of this program's w2 block goes in flight while the gate/up GEMM's last programs
-            # run; act is that kernel's output, read only after the wait.
-            offs_k = tl.arange(0, BLOCK_K)
-            kmask = offs_k < I
-            if TMA:
-                w = tl.trans(w2_desc.load([e * H + pid_n * BLOCK_N, 0]))
-            else:
-                w = tl.load(wbase + offs_n[None, :] * s_w2r + offs_k[:, None], mask=nmask[None, :] & kmask[:, None],
-                            other=0.0)
-            tl.extra.cuda.gdc_wait()
-            if TMA:
-                a = act_desc.load([seg + m0, 0])
-            else:
-                a = tl.load(act_ptr + rows[:, None].to(tl.int64) * I + offs_k[None, :],
-                            mask=mmask[:, None] & kmask[None, :], other=0.0)
-            acc = tl.dot(a, w, acc, input_precision=PREC)
-            k_first = BLOCK_K
-        for k0 in range(k_first, I, BLOCK_K):
+        for k0 in range(0, I, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
             kmask = offs_k < I
             if TMA:
@@ -294,12 +257,9 @@ def _down_kernel(
 
 @triton.jit
 def _sum_k_kernel(y_ptr, extra_ptr, ids_ptr, out_ptr, H, E, s_ot, K_TOP: tl.constexpr, K_PAD: tl.constexpr,
-                  HAS_EXTRA: tl.constexpr, BLOCK: tl.constexpr, USE_PDL: tl.constexpr = False):
+                  HAS_EXTRA: tl.constexpr, BLOCK: tl.constexpr):
     """out[t] = Σ_j y[t·k + j] (+ the shared expert's row) in a fixed order; NaN for a token with an out-of-range id
-    (graph capture skips the host check; its pair's y row was never written). USE_PDL: launched with PDL after the
-    down GEMM (or a torch op): wait before reading anything."""
-    if USE_PDL:
-        tl.extra.cuda.gdc_wait()
+    (graph capture skips the host check; its pair's y row was never written)."""
     t = tl.program_id(0)
     offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     m = offs < H
@@ -372,12 +332,11 @@ def group_chunk(P: int, E: int) -> int:
     return chunk if chunk <= 4096 else 0
 
 
-def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int | None = None, trigger: bool = False):
+def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int | None = None):
     """(order, start, count, cum_tiles), int32: the (token, slot) pairs of ids [T, k] sorted by expert, stably;
     where each expert's pairs start in that order and how many; the inclusive cumsum of its ⌈count/bm⌉ tiles.
     fused: Triton kernels — one launch up to GROUP_FUSED_MAX_P pairs, else three over chunks (`chunk` pairs each, a
-    power of two; by default `group_chunk`); not fused: torch ops (the reference the kernels are tested against).
-    trigger: the last grouping kernel releases a PDL-launched successor as it starts (`_experts_pass`)."""
+    power of two; by default `group_chunk`); not fused: torch ops (the reference the kernels are tested against)."""
     flat = ids.reshape(-1)
     P = flat.numel()
     if fused:
@@ -390,7 +349,7 @@ def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int |
         e_pad = next_pow2(E)
         if chunk is None and group_fused(P):
             _group_sort_kernel[(1,)](flat, order, start, count, cum_tiles, P, E, BM=bm, E_PAD=e_pad,
-                                     P_PAD=max(16, next_pow2(P)), TRIGGER=trigger, num_warps=8)
+                                     P_PAD=max(16, next_pow2(P)), num_warps=8)
             return order, start, count, cum_tiles
         chunk = chunk or group_chunk(P, E)
         if chunk:
@@ -399,8 +358,7 @@ def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int |
             _group_count_kernel[(n,)](flat, part[0], P, E, CHUNK=chunk, E_PAD=e_pad, num_warps=4)
             _group_scan_kernel[(1,)](part[0], part[1], start, count, cum_tiles, E, n, BM=bm, E_PAD=e_pad,
                                      C_PAD=next_pow2(n), num_warps=8)
-            _group_place_kernel[(n,)](flat, part[1], order, P, E, CHUNK=chunk, E_PAD=e_pad, TRIGGER=trigger,
-                                      num_warps=4)
+            _group_place_kernel[(n,)](flat, part[1], order, P, E, CHUNK=chunk, E_PAD=e_pad, num_warps=4)
             return order, start, count, cum_tiles
     flat = flat.to(torch.int64)
     order = torch.sort(flat, stable=True).indices.to(torch.int32)  # pairs grouped by expert, token order kept
@@ -423,14 +381,8 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     if extra:  # said before anything launches: the grid and the token tiles are shared with the gate/up GEMM
         raise ValueError(f"grouped config DOWN: only BLOCK_N, BLOCK_K, num_warps, num_stages may differ from the "
                          f"gate/up GEMM's, got {sorted(extra)}")
-    # PDL (cfg "PDL", default on where supported): the gate/up GEMM, the down GEMM and the sum are launched with
-    # programmatic dependent launch, each released by the kernel before it, so their programs are resident while
-    # that kernel's last programs run; the down GEMM requests its first w2 chunk before its wait.
-    pdl = _use_pdl(cfg, x.device)
-    fused = cfg.get("GROUP_FUSED", True)
-    order, start, count, cum_tiles = group_pairs(ids, E, bm, fused=fused, chunk=cfg.get("GROUP_CHUNK"),
-                                                 trigger=pdl)
-    launch = {"launch_pdl": True} if pdl else {}
+    order, start, count, cum_tiles = group_pairs(ids, E, bm, fused=cfg.get("GROUP_FUSED", True),
+                                                 chunk=cfg.get("GROUP_CHUNK"))
     if cfg.get("GEMM", "triton") == "grouped_mm":
         return _experts_pass_grouped_mm(x, w13, w2, weights, order, count, k)
     max_tiles = cdiv(P, bm) + E
@@ -461,7 +413,7 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     gate_up = dict(meta, TMA=tma and cfg.get("WIDE_TMA", True)) if cfg.get("WIDE", False) else meta
     _gate_up_kernel[grid(I, bn)](
         x, w13, order, start, count, cum_tiles, act, w13_desc, H, I, E, k, x.stride(0), w13.stride(0), w13.stride(1),
-        WIDE=bool(cfg.get("WIDE", False)), USE_PDL=pdl, **gate_up, **launch)
+        WIDE=bool(cfg.get("WIDE", False)), **gate_up)
     # The down GEMM (K = I, short: 12 chunks of 64 at Qwen3-30B-A3B) may take its own column tiles and pipeline:
     # cfg["DOWN"] = {BLOCK_N, BLOCK_K, num_warps, num_stages}; the token tiles are the grouping's.
     down = dict(meta, **cfg.get("DOWN", {}))
@@ -470,14 +422,8 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
         act_desc = TensorDescriptor.from_tensor(act, [bm, down["BLOCK_K"]])
     _down_kernel[grid(H, down["BLOCK_N"])](
         act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, act_desc, w2_desc, H, I, E,
-        w2.stride(0), w2.stride(1), USE_PDL=pdl, **down, **launch)
+        w2.stride(0), w2.stride(1), **down)
     return y
-
-
-def _use_pdl(cfg: dict, device: torch.device) -> bool:
-    """cfg "PDL" if given, else $MOELAB_GROUPED_PDL (default on; read at launch, for benchmarks/ab_chain.py), where
-    the device supports programmatic dependent launch."""
-    return bool(cfg.get("PDL", env_flag("MOELAB_GROUPED_PDL", True))) and pdl_supported(device)
 
 
 def _tma_ok(x, w13, w2, act) -> bool:
@@ -516,7 +462,6 @@ def moe_grouped(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, co
     topk_ids = topk_ids.contiguous()  # _group_sort_kernel and _sum_k_kernel index it as [T, k] rows
     cfg = dict(grouped_config(T * k, w13.shape[0], H, w2.shape[2]), **(config or {}))
     y = _experts_pass(x, w13, w2, topk_weights, topk_ids, cfg)
-    pdl = _use_pdl(cfg, x.device)
     extra = None
     if shared is not None:
         # The shared expert is a one-expert MoE that every token takes, weighted by its sigmoid gate.
@@ -530,5 +475,5 @@ def moe_grouped(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, co
     BLOCK = 1024
     _sum_k_kernel[(T, cdiv(H, BLOCK))](y, extra if extra is not None else y, topk_ids, out, H, w13.shape[0],
                                        out.stride(0), K_TOP=k, K_PAD=next_pow2(k), HAS_EXTRA=extra is not None,
-                                       BLOCK=BLOCK, USE_PDL=pdl, num_warps=4, **({"launch_pdl": True} if pdl else {}))
+                                       BLOCK=BLOCK, num_warps=4)
     return out
