@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CL    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CM    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -719,6 +719,11 @@ case "${1:?stage A to G}" in
     run gpu-tests 200 python -m pytest tests/kernels/test_moe.py -k "pdl or grouped_variants or (real_shapes and (64 or 256 or 1024))" -q -p no:cacheprovider --tb=short -rf
     run sweep-pdl 200 python benchmarks/sweep_moe.py --shapes '' --grouped 32,64,256,4096 --grouped-pdl --samples 15
     run ab-b32 150 python benchmarks/ab_chain.py --batch 32 --rounds 3 --new-tokens 64 --variants base,nopdl=MOELAB_GROUPED_PDL:0
+    ;;
+  CM) # session 18: each grouped-path GEMM alone, moelab's Triton kernels against torch._grouped_mm (CUTLASS: ragged
+      # groups, no padding rows) at T=256/1024/4096: whether the library would take either GEMM faster (trace_moe:
+      # at T=4096 gate/up 425 us, down 250; the down GEMM ~65 % of the bf16 rate on the rows it computes)
+    run probe-grouped-mm 200 python benchmarks/probe_grouped_mm.py --tokens 256,1024,4096
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
