@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CM    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CN    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -724,6 +724,13 @@ case "${1:?stage A to G}" in
       # groups, no padding rows) at T=256/1024/4096: whether the library would take either GEMM faster (trace_moe:
       # at T=4096 gate/up 425 us, down 250; the down GEMM ~65 % of the bf16 rate on the rows it computes)
     run probe-grouped-mm 200 python benchmarks/probe_grouped_mm.py --tokens 256,1024,4096
+    ;;
+  CN) # session 18: reserved tiles in the attention split kernel (decode_attention reserve=R: the last R tiles of each
+      # sequence and KV head taken at run time by whichever of its programs finishes first; each tile its own partial
+      # slot, so bitwise deterministic). The timelines: B=8 16k durations p50 62.5 / max 65.75 us, 64k 31.5 / 34.
+      # Predicted B=8 16k R=4 -1..-2 us (66.3 -> ~65: 90 %), 64k R=16..33 -0.5..-1.5, 16k a tie or worse.
+    run gpu-tests 150 python -m pytest tests/kernels/test_attention.py tests/kernels/test_chain.py -q -p no:cacheprovider --tb=short -rf
+    run bench-reserve 300 python benchmarks/bench_attention.py --shapes 8x16384,1x65536,1x16384 --no-compile --reserve 1,2,4,8,16,33
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
