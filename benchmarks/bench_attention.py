@@ -2,18 +2,14 @@
 moelab's flash-decoding kernel, and the floor — side by side, graph-replayed.
 
     python benchmarks/bench_attention.py [--shapes 1x1024,1x16384,1x65536,8x16384,1x131072] [--samples 25]
-                                         [--read-gbps G] [--no-compile] [--sweep] [--merge] [--reserve R[,R...]]
-                                         [--json]
+                                         [--read-gbps G] [--no-compile] [--sweep] [--merge] [--json]
 
 Floor = K + V bytes (B·Hk·S·D·2 B·2) / read bandwidth. Inputs rotate over `timing.sets_for_l2` KV caches so
 the L2 cannot serve them. The kernel is checked against `ops` reference once per shape before timing; its
 launches per call are counted with torch.profiler (2: split + combine; 1 when the heuristic picks one split, or
 up to 4 that the split kernel merges itself).
 `--sweep` also times the kernel at neighbouring (num_splits, BLOCK_N) to check the heuristic; `--merge` the split
-kernel merging its own splits (2-4 splits) against the combine launch, in two alternating passes; `--reserve` the
-chosen (num_splits, BLOCK_N) with reserved tiles (dynamic load balancing: the last R tiles of each sequence and KV
-head go to whichever of its programs finishes first) against reserve 0, in two alternating passes, each R checked
-against the reference once first.
+kernel merging its own splits (2-4 splits) against the combine launch, in two alternating passes.
 Targets (issue 4): B=1 1k ≤ 6 µs, 16k ≤ 14 µs, 64k ≥ 85 % of floor; B=8 16k ≥ 90 % of floor.
 Saved with `timing.save_result("bench-attention", ...)`.
 """
@@ -64,17 +60,8 @@ def main() -> None:
     ap.add_argument("--merge", action="store_true",
                     help="also time the chosen (splits, BLOCK_N) with the split kernel merging its splits and with "
                          "the combine launch, in two alternating passes, where the merge applies (2-4 splits)")
-    ap.add_argument("--reserve", default="", metavar="R[,R...]",
-                    help="also time the chosen (splits, BLOCK_N) with these reserved tiles per sequence and KV head "
-                         "(decode_attention's `reserve`) against 0, in two alternating passes")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    try:
-        reserves = [int(r) for r in a.reserve.split(",") if r]
-    except ValueError:
-        ap.error(f"--reserve takes comma-separated integers, not {a.reserve!r}")
-    if any(r < 1 for r in reserves):
-        ap.error("--reserve: each R must be >= 1 (0, the baseline, is always timed)")
     if a.warps and not a.sweep:
         ap.error("--warps is a part of --sweep: give both")
     if a.stages and not a.warps:
@@ -133,24 +120,6 @@ def main() -> None:
                     sweep_rows.append({"B": b, "ctx": s, "num_splits": splits, "block_n": block_n, "merge": mg,
                                        "pass": rep, "median_us": m.median_us, "iqr_us": m.iqr_us,
                                        "pct_floor": 100 * floor_us / m.median_us, "chosen": mg})
-        if reserves:
-            fits = [r for r in reserves if splits + r <= 256]  # decode_attention's slot cap (_MAX_SPLITS)
-            if len(fits) < len(reserves):
-                print(f"{shape}: reserve {sorted(set(reserves) - set(fits))} skipped ({splits} splits + R > 256)")
-            for r in fits:
-                got = kernel(*sets[0], num_splits=splits, block_n=block_n, reserve=r)
-                err_r = (torch.linalg.vector_norm((got - ref).double()) / torch.linalg.vector_norm(ref.double())).item()
-                if not err_r <= 2e-2:
-                    raise SystemExit(f"bench_attention: moelab reserve={r} is off by {err_r:.3g} (rel) at {shape}; "
-                                     "not timing it")
-            for rep in range(2):  # alternating, so a drift across the run shows as a difference between passes
-                for r in (0, *fits):
-                    m = timing.measure(lambda q, k, v, lens: kernel(q, k, v, lens, num_splits=splits, block_n=block_n,
-                                                                    reserve=r),
-                                       sets, mode="graph", samples=a.samples)
-                    sweep_rows.append({"B": b, "ctx": s, "num_splits": splits, "block_n": block_n, "reserve": r,
-                                       "pass": rep, "median_us": m.median_us, "iqr_us": m.iqr_us,
-                                       "pct_floor": 100 * floor_us / m.median_us, "chosen": r == 0})
         if a.sweep:
             for sp in sorted({max(1, splits // 2), splits, min(256, 2 * splits), max(1, splits // 4)}):
                 for bn in (32, 64, 128):

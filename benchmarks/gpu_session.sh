@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CN    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CO    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -729,8 +729,14 @@ case "${1:?stage A to G}" in
       # sequence and KV head taken at run time by whichever of its programs finishes first; each tile its own partial
       # slot, so bitwise deterministic). The timelines: B=8 16k durations p50 62.5 / max 65.75 us, 64k 31.5 / 34.
       # Predicted B=8 16k R=4 -1..-2 us (66.3 -> ~65: 90 %), 64k R=16..33 -0.5..-1.5, 16k a tie or worse.
+      # Lost at every R and shape (B=8 16k 66.8 -> 69.4 at R=1, 70.0 at R=4; 64k 38.1 -> 38.6-38.9; 16k 13.8 -> 14.5;
+      # sweep-attention-reserve-...T140610): reserve is gone (code in 606d4d0).
     run gpu-tests 150 python -m pytest tests/kernels/test_attention.py tests/kernels/test_chain.py -q -p no:cacheprovider --tb=short -rf
     run bench-reserve 300 python benchmarks/bench_attention.py --shapes 8x16384,1x65536,1x16384 --no-compile --reserve 1,2,4,8,16,33
+    ;;
+  CO) # session 18: what a kernel that only reads attention's bytes reaches (the read-ceiling kernel and the pointer
+      # GEMV over 33.5 / 134 / 268 MB: the K and V of B=1 16k, 64k and B=8 16k): the ceiling of the 85 % / 90 % lines
+    run probe-stream 200 python benchmarks/probe_gemv.py --rows 8192,32768,65536 --quick
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

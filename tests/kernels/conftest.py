@@ -80,7 +80,7 @@ SM90_JOBS = {
                         {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "lens_ptr": "*i32",
                          "sinks_ptr": "*bf16", "out_ptr": "*bf16", "mid_o_ptr": "*fp32", "mid_lse_ptr": "*fp32",
                          "cnt_ptr": "*i32", "probe_ptr": "*i64", "qk_scale": "fp32"},
-                        {"PROBE": False, "MERGE": False, "BLOCK_S": 1, "RESERVE": 0,
+                        {"PROBE": False, "MERGE": False, "BLOCK_S": 1,
                          "HK": 1, "NQ": 1, "sqd": 1, "skd": 1, "svd": 1, "slb": 1, "sod": 1, "smd": 1, "slss": 1,
                          "G": 8, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_D": 128, "HAS_WINDOW": True,
                          "HAS_SINKS": True, "FINAL": False, "PRECISION": "tf32", "TRIGGER": 0, "NEW_KV": False,
@@ -94,7 +94,7 @@ SM90_JOBS = {
                             "kn_ptr": "*bf16", "vn_ptr": "*bf16", "qw_ptr": "*bf16", "kw_ptr": "*bf16",
                             "inv_freq_ptr": "*fp32", "cnt_ptr": "*i32", "probe_ptr": "*i64", "qk_scale": "fp32",
                             "eps": "fp32"},
-                           {"PROBE": False, "MERGE": False, "BLOCK_S": 1, "RESERVE": 0,
+                           {"PROBE": False, "MERGE": False, "BLOCK_S": 1,
                             "HK": 4, "NQ": 1, "sqd": 1, "skd": 1, "svd": 1, "slb": 1, "sod": 1, "smd": 1, "slss": 1,
                             "sknd": 1, "svnd": 1, "G": 8, "BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_D": 128,
                             "HAS_WINDOW": False, "HAS_SINKS": False, "FINAL": False, "PRECISION": "tf32",
@@ -307,10 +307,6 @@ for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):
 for _name in ("attention_split", "attention_split_kv"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name + "_merge"] = (_module, _kernel, _types, dict(_consts, MERGE=True, BLOCK_S=4), *_rest)
-# The split kernel with reserved tiles (RESERVE) at B=8, 16k: 4 splits + 4 reserved 128-key tiles, merged in-kernel.
-_module, _kernel, _types, _consts, *_rest = SM90_JOBS["attention_split"]
-SM90_JOBS["attention_split_steal"] = (_module, _kernel, _types,
-                                      dict(_consts, MERGE=True, BLOCK_S=8, BLOCK_N=128, RESERVE=4), *_rest)
 # The router at 16 rows, outside the PDL chain: nothing released early. Otherwise "router_t8"'s launch.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["router_t8"]
 SM90_JOBS["router_t16"] = (_module, _kernel, _types, dict(_consts, T_PAD=16, BLOCK_H=1024, TRIGGER=False), *_rest)

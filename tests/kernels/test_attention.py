@@ -60,8 +60,7 @@ def test_split_merge_and_combine_agree(dtype, merge, close):
 
 
 def test_merge_is_the_default_up_to_four_splits(monkeypatch):
-    """No combine launch for 2-4 splits by default; the combine beyond (and with merge=False). With reserved tiles,
-    up to 8 partial slots (splits + reserve) merge by default."""
+    """No combine launch for 2-4 splits by default; the combine beyond (and with merge=False)."""
     from moelab.kernels import attention as attn
     launched = []
 
@@ -76,57 +75,10 @@ def test_merge_is_the_default_up_to_four_splits(monkeypatch):
     monkeypatch.setattr(attn, "_combine_kernel", Spy(attn._combine_kernel))
     q, k, v = _inputs(1, 1, 8, 2, 128, 32, torch.float32)
     lens = torch.tensor([128], dtype=torch.int32, device=DEV)
-    for splits, reserve, merge, combines in ((4, 0, None, 0), (5, 0, None, 1), (2, 0, False, 1), (1, 0, None, 0),
-                                             (8, 0, True, 0), (4, 4, None, 0), (4, 5, None, 1), (1, 1, None, 0),
-                                             (2, 2, False, 1)):
+    for splits, merge, combines in ((4, None, 0), (5, None, 1), (2, False, 1), (1, None, 0), (8, True, 0)):
         launched.clear()
-        decode_attention(q, k, v, lens, num_splits=splits, block_n=16, merge=merge, reserve=reserve)
-        assert len(launched) == combines, (splits, reserve, merge)
-
-
-def _assert_counters_zero(b, hk):
-    """The arrival and grab counters of a (B, Hk) launch are zero after it (each kernel resets what it used)."""
-    from moelab.kernels import counters
-    c = counters(torch.device(DEV), 2 * b * hk, "attention")[:2 * b * hk]
-    assert not c.any(), c.tolist()
-
-
-@pytest.mark.parametrize("splits", [1, 2, 4])
-@pytest.mark.parametrize("reserve", [1, 3, 4])
-def test_reserved_tiles(reserve, splits, close):
-    """`reserve`: the last R tiles of each (sequence, KV head) go to whichever of its programs grabs them first.
-    Lengths 1 and 17 (fewer tiles than R: empty reserved slots), 75 (a partial last tile), 160 (whole tiles);
-    merged by the split kernel and by the combine; each twice, the counters back to zero after every call."""
-    q, k, v = _inputs(4, 1, 8, 2, 160, 32, torch.float32, seed=11)
-    for merge in (True, False):
-        for _ in range(2):
-            _run(q, k, v, [1, 17, 75, 160], close, num_splits=splits, block_n=16, reserve=reserve, merge=merge)
-            _assert_counters_zero(4, 2)
-
-
-@pytest.mark.parametrize("merge", [True, False])
-def test_reserved_tiles_with_window_sinks_and_speculative_rows(merge, close):
-    # A window whose start is no multiple of the tile (151 - 70 = 81), static chunks of it plus reserved tiles, and
-    # one all reserved (64 keys over a window of 70: 4 tiles, R = 4); a sink; Q = 3 causal rows.
-    q, k, v = _inputs(3, 1, 8, 2, 160, 32, torch.float16, seed=12)
-    sinks = torch.randn(8, device=DEV)
-    _run(q, k, v, [151, 17, 64], close, num_splits=2, block_n=16, reserve=2, merge=merge, window=70)
-    _run(q, k, v, [151, 17, 64], close, num_splits=1, block_n=16, reserve=4, merge=merge, window=70, sinks=sinks)
-    _run(q, k, v, [151, 17, 64], close, num_splits=3, block_n=16, reserve=3, merge=merge, sinks=sinks)
-    q3, k3, v3 = _inputs(2, 3, 8, 2, 100, 32, torch.float32, seed=13)
-    _run(q3, k3, v3, [3, 97], close, num_splits=2, block_n=16, reserve=3, merge=merge)
-    _run(q3, k3, v3, [3, 97], close, num_splits=4, block_n=16, reserve=1, merge=merge, window=20, sinks=sinks)
-    _assert_counters_zero(3, 2)
-
-
-def test_reserved_tiles_are_bitwise_deterministic():
-    # Each reserved tile's partial has its own slot and the merge reads the slots in order, so which program took
-    # which tile cannot change a bit. (The interpreter runs programs one after another; a GPU runs them at once.)
-    q, k, v = _inputs(2, 1, 8, 2, 200, 32, torch.float32, seed=14)
-    lens = torch.tensor([200, 133], dtype=torch.int32, device=DEV)
-    for merge in (True, False):
-        first = decode_attention(q, k, v, lens, num_splits=3, block_n=16, reserve=4, merge=merge)
-        assert torch.equal(decode_attention(q, k, v, lens, num_splits=3, block_n=16, reserve=4, merge=merge), first)
+        decode_attention(q, k, v, lens, num_splits=splits, block_n=16, merge=merge)
+        assert len(launched) == combines, (splits, merge)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -213,12 +165,6 @@ def test_errors(monkeypatch):
         decode_attention(q, k, v, lens, block_n=24)
     with pytest.raises(ValueError, match="q must be"):
         decode_attention(q[0], k, v, lens)
-    with pytest.raises(ValueError, match="reserve must be >= 0, not -1"):
-        decode_attention(q, k, v, lens, reserve=-1)
-    with pytest.raises(ValueError, match="256 splits \\+ 1 reserved tiles is 257 partial slots; at most 256"):
-        decode_attention(q, k, v, lens, num_splits=300, reserve=1)
-    with pytest.raises(ValueError, match="reserve is not supported with the fused KV append"):
-        decode_attention(q, k, v, lens, reserve=1, _new_kv=())  # (decode_attention_kv itself has no `reserve`)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(ValueError, match="need a CUDA tensor"):
         decode_attention(q.cpu(), k.cpu(), v.cpu(), lens.cpu())
@@ -236,23 +182,6 @@ def test_gpu_bf16_long_contexts(lens, close):
     q4 = torch.randn(2, 4, 32, 128, device="cuda", dtype=torch.bfloat16)
     lens4 = seq_lens.clamp(min=4)  # Q new tokens need at least Q positions
     close(decode_attention(q4, k, v, lens4), decode_attention_reference(q4, k, v, lens4))
-
-
-def test_gpu_reserved_tiles_at_batch_8_16k(close):
-    # The shape the reserve is for (4 splits of 128-key tiles, 128 programs): programs race for the reserved tiles
-    # here, so repeated calls check the bitwise determinism for real.
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU (bf16 tl.dot, concurrent programs)")
-    q, k, v = _inputs(8, 1, 32, 4, 16384, 128, torch.bfloat16)
-    lens = torch.tensor([16384, 16000, 9000, 16384, 1, 16384, 12345, 16384], device="cuda", dtype=torch.int32)
-    ref = decode_attention_reference(q, k, v, lens)
-    for reserve in (4, 8):
-        for merge in (True, False):
-            kw = dict(num_splits=4, block_n=128, reserve=reserve, merge=merge)
-            first = decode_attention(q, k, v, lens, **kw)
-            close(first, ref)
-            for _ in range(5):
-                assert torch.equal(decode_attention(q, k, v, lens, **kw), first), kw
 
 
 def test_split_heuristic_fills_the_gpu_without_empty_tiles():
@@ -334,11 +263,6 @@ def test_compiles_for_sm90(sm90):
         merged = _ptx(sm90, name)
         arrive = merged.index("atom.global.gpu.acq_rel")
         assert "ld.global.cg" in merged[arrive:] and "atom" not in _ptx(sm90, name[:-len("_merge")])
-    # With reserved tiles (RESERVE, merged in-kernel): a grab before the loop and one in it, then the arrival; the
-    # partials, reserved ones included, loaded past L1 after it.
-    steal = _ptx(sm90, "attention_split_steal")
-    assert steal.count("atom.global.gpu.acq_rel") == 3
-    assert "ld.global.cg" in steal[steal.rindex("atom.global.gpu.acq_rel"):]
 
 
 # ---- decode_attention_kv: the q/k prologue and the KV append fused into the split kernel ----

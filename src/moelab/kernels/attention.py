@@ -18,16 +18,6 @@ Napkin math (bf16, GQA 32/4 × 128): bytes = B·Hk·L·D·2·2 (K and V) — 1k:
 (2.2 MB at B=1 with 66 splits: 6.5 % of the KV bytes at 16k, 1.6 % at 64k; 0.5 MB at 1k with 16 splits).
 FLOPs = 4·B·Q·Hq·L·D: 4·G flop per K/V element pair, ≈ 8 FLOP/B at G=8 — far below the ridge: memory-bound, and
 latency-bound below ~4k tokens, which is why the split count targets a full GPU rather than long chunks.
-
-Reserved tiles (`reserve` R, off by default): H200 timelines show equal static chunks finishing unevenly — B=8 at
-16k (4 splits of 128-key tiles, 128 programs, one per SM) p50 62.5 µs, max 65.75; B=1 at 64k (33 splits) p50 31.5,
-max 33.5-34.5. So the last R tiles of each (sequence, KV head) are not given to any split: a program that finishes
-its static chunk early takes more of them, one BLOCK_N tile at a time (K + V of 128 keys × 128 × bf16 = 64 KB,
-≈ 2 µs of one SM's share of the bandwidth at B=8, 16k: about the tail), from an atomic grab counter. Balancing is
-among the programs of one (sequence, KV head), not across heads. Each tile's partial has its own slot (splits + r),
-so the result does not depend on the timing. Cost: the partials grow by B·Q·Hq·R·(D+1)·4 bytes, written and read
-again (B=8, R=4: 0.53 MB against 268 MB of K/V, 0.2 %), and two grab atomics plus one extra partial per tile taken.
-(Unmeasured on a GPU when written: `bench_attention.py --reserve`.)
 """
 
 from __future__ import annotations
@@ -85,7 +75,7 @@ def _split_kernel(
     # pointers
     q_ptr, k_ptr, v_ptr, lens_ptr, sinks_ptr, out_ptr, mid_o_ptr, mid_lse_ptr,
     kn_ptr, vn_ptr, qw_ptr, kw_ptr, inv_freq_ptr,  # NEW_KV only: the new k, v [B, Hk, D]; q/k norm weights [D]
-    cnt_ptr,  # MERGE: int32 arrival counters [B·Hk]; RESERVE > 0: then the grab counters [B·Hk]; zero between calls
+    cnt_ptr,  # MERGE only: int32 arrival counters [B·Hk], zero between calls
     probe_ptr,  # PROBE only: int64 [programs, 4] (start ns, 0, end ns, SM)
     # sizes
     HK, D, NQ, S_MAX, NUM_SPLITS, qk_scale, window, HALF, eps,  # HALF, eps: NEW_KV only (rotary_dim / 2, norm eps)
@@ -111,9 +101,7 @@ def _split_kernel(
     USE_PDL: tl.constexpr,  # launched with PDL: the first K/V tile is requested before gdc_wait
     PROBE: tl.constexpr = False,  # per-program timestamps (benchmarks/probe_timeline.py)
     MERGE: tl.constexpr = False,  # not FINAL: the last split of each (sequence, KV head) merges them (no combine)
-    BLOCK_S: tl.constexpr = 1,  # MERGE: partial slots (NUM_SPLITS + RESERVE), padded to a power of two
-    RESERVE: tl.constexpr = 0,  # > 0 (not NEW_KV, not FINAL): the last RESERVE tiles of each (sequence, KV head)
-    #                             are taken at run time by whichever of its programs finishes first (the STEAL path)
+    BLOCK_S: tl.constexpr = 1,  # MERGE: splits, padded to a power of two
 ):
     if TRIGGER == 1:
         tl.extra.cuda.gdc_launch_dependents()
@@ -152,16 +140,9 @@ def _split_kernel(
     # This program's chunk of [lo, seq_len): an equal share per split, rounded up to whole tiles. (The exact share
     # for long chunks, so that 16k over 33 splits fills 33 SMs, not 32, tied: 16k 13.79 both, 64k 38.21 against
     # 38.48 µs; the stream is DRAM-bound, not per-SM: probe-timeline-…T082850 against …T082857, session 16.)
-    static_end = seq_len
-    n_static = 0
-    if RESERVE > 0:
-        # The static region leaves out the last RESERVE tile slots of [lo, seq_len), taken by the grab loop below
-        # (all of them when the sequence has fewer tiles: the slots past seq_len are empty).
-        n_static = tl.maximum(tl.cdiv(seq_len - lo, BLOCK_N) - RESERVE, 0)
-        static_end = tl.minimum(lo + n_static * BLOCK_N, seq_len)
-    chunk = tl.cdiv(tl.cdiv(static_end - lo, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    chunk = tl.cdiv(tl.cdiv(seq_len - lo, NUM_SPLITS), BLOCK_N) * BLOCK_N
     start = lo + split * chunk
-    end = tl.minimum(start + chunk, static_end)
+    end = tl.minimum(start + chunk, seq_len)
     kv_end = tl.minimum(end, cache_end)  # cache rows this program reads: [start, kv_end)
     k_base = k_ptr + b * skb + hk * skh
     v_base = v_ptr + b * svb + hk * svh
@@ -247,57 +228,24 @@ def _split_kernel(
             o.to(out_ptr.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :],
         )
     else:
-        _store_partial(mid_o_ptr, mid_lse_ptr, m_i, l_i, acc, b, qi, head, split, row_ok, dcols, d_ok,
-                       smb, smi, smh, sms, smd, slsb, slsi, slsh, slss)
-        n_slots = NUM_SPLITS
-        if RESERVE > 0:
-            # Then reserved tiles while any is left, each from a fresh softmax state into its own slot NUM_SPLITS + r:
-            # the partials and the merge's order (by slot) do not depend on which program took which tile, so the
-            # result is bitwise the same whatever the timing. Every program ends on one failing grab, so a counter
-            # sees exactly RESERVE + NUM_SPLITS grabs a call; the last one resets it (no memset launch).
-            n_slots = NUM_SPLITS + RESERVE
-            grab_ptr = cnt_ptr + tl.num_programs(0) + bh  # after the B·Hk arrival counters
-            r = tl.atomic_add(grab_ptr, 1, sem="acq_rel", scope="gpu")
-            while r < RESERVE:
-                kpos = lo + (n_static + r) * BLOCK_N + tl.arange(0, BLOCK_N)
-                kv_mask = (kpos < cache_end)[:, None] & d_ok[None, :]  # a slot past seq_len: nothing, l = 0
-                k = tl.load(k_base + kpos[:, None] * sks + dcols[None, :] * skd, mask=kv_mask, other=0.0)
-                v = tl.load(v_base + kpos[:, None] * svs + dcols[None, :] * svd, mask=kv_mask, other=0.0)
-                m_r = tl.full([BLOCK_M], float("-inf"), tl.float32)
-                l_r = tl.zeros([BLOCK_M], tl.float32)
-                acc_r = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-                m_r, l_r, acc_r = _attend_tile(q, k, v, kpos, cache_end, qpos, row_ok, m_r, l_r, acc_r, qk_scale,
-                                               window, HAS_WINDOW, PRECISION)
-                _store_partial(mid_o_ptr, mid_lse_ptr, m_r, l_r, acc_r, b, qi, head, NUM_SPLITS + r, row_ok, dcols,
-                               d_ok, smb, smi, smh, sms, smd, slsb, slsi, slsh, slss)
-                r = tl.atomic_add(grab_ptr, 1, sem="acq_rel", scope="gpu")
-            if r == RESERVE + NUM_SPLITS - 1:  # the last grab of this call: nobody touches the counter again
-                tl.store(grab_ptr, 0)
+        o = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+        lse = tl.where(l_i > 0, m_i + tl.log2(tl.where(l_i > 0, l_i, 1.0)), float("-inf"))
+        tl.store(
+            mid_o_ptr + b * smb + qi[:, None] * smi + head[:, None] * smh + split * sms + dcols[None, :] * smd,
+            o, mask=row_ok[:, None] & d_ok[None, :],
+        )
+        tl.store(mid_lse_ptr + b * slsb + qi * slsi + head * slsh + split * slss, lse, mask=row_ok)
         if MERGE:
-            tl.debug_barrier()  # every thread's partials (static and reserved) precede the release
+            tl.debug_barrier()  # every thread's partials precede the release
             arrived = tl.atomic_add(cnt_ptr + bh, 1, sem="acq_rel", scope="gpu")
-            if arrived == NUM_SPLITS - 1:  # NUM_SPLITS programs arrive, whatever the slot count
+            if arrived == NUM_SPLITS - 1:
                 _merge_splits(mid_o_ptr, mid_lse_ptr, sinks_ptr, out_ptr, b, qi, head, row_ok, dcols, d_ok,
-                              n_slots, smb, smi, smh, sms, smd, slsb, slsi, slsh, slss, sob, soi, soh, sod,
+                              NUM_SPLITS, smb, smi, smh, sms, smd, slsb, slsi, slsh, slss, sob, soi, soh, sod,
                               HAS_SINKS, BLOCK_S)
                 tl.store(cnt_ptr + bh, 0)
     if PROBE:
         tl.debug_barrier()
         tl.store(probe_row + 2, now_ns(split))
-
-
-@triton.jit
-def _store_partial(mid_o_ptr, mid_lse_ptr, m_i, l_i, acc, b, qi, head, slot, row_ok, dcols, d_ok,
-                   smb, smi, smh, sms, smd, slsb, slsi, slsh, slss):
-    """One partial into slot `slot`: the normalised output and its log-sum-exp (o = 0, lse = -inf where nothing
-    was visible: weight 0 in the merge)."""
-    o = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
-    lse = tl.where(l_i > 0, m_i + tl.log2(tl.where(l_i > 0, l_i, 1.0)), float("-inf"))
-    tl.store(
-        mid_o_ptr + b * smb + qi[:, None] * smi + head[:, None] * smh + slot * sms + dcols[None, :] * smd,
-        o, mask=row_ok[:, None] & d_ok[None, :],
-    )
-    tl.store(mid_lse_ptr + b * slsb + qi * slsi + head * slsh + slot * slss, lse, mask=row_ok)
 
 
 @triton.jit
@@ -445,7 +393,6 @@ def decode_attention(
     num_warps: int | None = None,
     num_stages: int | None = None,
     merge: bool | None = None,
-    reserve: int = 0,
     _new_kv: tuple | None = None,
     _probe: tuple | None = None,
 ) -> torch.Tensor:
@@ -457,12 +404,7 @@ def decode_attention(
     Tuning (optional): `max_seq_len` is a hint for the split count (default S_max; it never limits the
     lengths read); `num_splits`, `block_n` override the heuristic, `num_warps` and `num_stages` the split kernel's
     launch (sweeps, tests); `merge`: the split kernel's last program per (sequence, KV head) merges the splits, so
-    there is no combine launch (default: up to MERGE_MAX_SPLITS splits; with `reserve`, up to 2·MERGE_MAX_SPLITS
-    partial slots — unmeasured, chosen so that B=8 at 16k, 4 splits + 4 reserved tiles, still merges in-kernel).
-    `reserve` R (default 0, off): dynamic load balancing within each (sequence, KV head). The last R BLOCK_N tiles
-    of its keys are left out of the static chunks; a program that has written its static partial takes reserved
-    tiles one at a time through an atomic grab counter until none is left, each tile's partial into its own slot
-    (splits + r), so the result is bitwise the same whatever program took which tile. splits + R ≤ 256 slots.
+    there is no combine launch (default: up to MERGE_MAX_SPLITS splits).
     Returns `out` (allocated, or the given one) of q's shape and dtype.
     (`_new_kv` is `decode_attention_kv`'s, checked there: seq_lens are then the new tokens' positions. `_probe`,
     for benchmarks/probe_timeline.py: two int64 CUDA buffers of ≥ 4 values per split program and per combine program,
@@ -502,10 +444,6 @@ def decode_attention(
         raise ValueError(f"decode_attention: sinks must be [{hq}] on {dev}; got {tuple(sinks.shape)} on {sinks.device}")
     if window is not None and window < 1:
         raise ValueError(f"decode_attention: window must be >= 1, not {window}")
-    if reserve < 0:
-        raise ValueError(f"decode_attention: reserve must be >= 0, not {reserve}")
-    if reserve and _new_kv is not None:
-        raise ValueError("decode_attention: reserve is not supported with the fused KV append (decode_attention_kv)")
     if out is None:
         out = torch.empty(q.shape, dtype=q.dtype, device=dev)
     elif out.shape != q.shape or out.dtype != q.dtype or out.device != dev:
@@ -519,31 +457,25 @@ def decode_attention(
     if block_n < 16 or block_n & (block_n - 1):
         raise ValueError(f"decode_attention: block_n must be a power of two >= 16, not {block_n}")
     splits = max(1, min(num_splits or auto_splits, _MAX_SPLITS))
-    n_slots = splits + reserve  # partials per (sequence, KV head): one per split, one per reserved tile
-    if n_slots > _MAX_SPLITS:
-        raise ValueError(f"decode_attention: {splits} splits + {reserve} reserved tiles is {n_slots} partial slots; "
-                         f"at most {_MAX_SPLITS}")
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     g = hq // hk
     block_m = max(16, next_pow2(g * nq + (_new_kv is not None)))  # decode_attention_kv: + the k row
     block_d = max(16, next_pow2(d))
-    final = n_slots == 1
-    block_s = next_pow2(n_slots)
-    # The merge's [rows, slots, D] fp32 tile stays within 128 values a thread on 4 warps (sm_90, Triton 3.6: 136-168
+    final = splits == 1
+    block_s = next_pow2(splits)
+    # The merge's [rows, splits, D] fp32 tile stays within 128 values a thread on 4 warps (sm_90, Triton 3.6: 136-168
     # registers for 1-8 splits of the engine's form, no spill).
     fits = block_m * block_s * block_d <= 16384
     if merge and not final and not fits:
         raise ValueError(f"decode_attention: merge needs rows × splits × head_dim ≤ 16384 ({block_m} × {block_s} "
-                         f"× {block_d}, reserved tiles counted as splits); use merge=False or fewer splits")
-    if merge is None:  # the reserve's larger bound is unmeasured (see the docstring)
-        merge = n_slots <= (MERGE_MAX_SPLITS if reserve == 0 else 2 * MERGE_MAX_SPLITS)
-    merge = not final and fits and merge
+                         f"× {block_d}); use merge=False or fewer splits")
+    merge = not final and fits and (splits <= MERGE_MAX_SPLITS if merge is None else merge)
     if final:
         mid_o = mid_lse = out4  # unused
         mid_strides = (0,) * 9
     else:
-        mid_o = torch.empty((b, nq, hq, n_slots, d), dtype=torch.float32, device=dev)
-        mid_lse = torch.empty((b, nq, hq, n_slots), dtype=torch.float32, device=dev)
+        mid_o = torch.empty((b, nq, hq, splits, d), dtype=torch.float32, device=dev)
+        mid_lse = torch.empty((b, nq, hq, splits), dtype=torch.float32, device=dev)
         mid_strides = (*mid_o.stride(), *mid_lse.stride())
     sinks_arg = sinks if sinks is not None else q4  # unused without sinks
     if _new_kv is None:
@@ -562,9 +494,8 @@ def decode_attention(
     chain = chain_pdl(dev, b * nq)
     launch = {"launch_pdl": True} if pdl else {}
     probe_split, probe_combine = _probe if _probe is not None else (q4, q4)
-    # (Taken for every split launch, so a graph captured later with merging finds the buffer its warm-up made; always
-    # both halves, the arrival counters [B·Hk] then the reserve's grab counters [B·Hk], for the same reason.)
-    cnt = counters(dev, 2 * b * hk, "attention") if not final else q4
+    # (Taken for every split launch, so a graph captured later with merging finds the buffer its warm-up made.)
+    cnt = counters(dev, b * hk, "attention") if not final else q4
     _split_kernel[(b * hk, splits)](
         q4, k_cache, v_cache, seq_lens, sinks_arg, out4, mid_o, mid_lse,
         kn, vn, qw, kw, inv_freq, cnt, probe_split,
@@ -576,7 +507,7 @@ def decode_attention(
         # fp32 caches get true fp32 products, not tf32
         PRECISION=dot_precision(q.dtype, "decode_attention" if _new_kv is None else "decode_attention_kv"),
         TRIGGER=2 if chain else int((final or merge) and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm,
-        OFFSET=offset, USE_PDL=pdl, PROBE=_probe is not None, MERGE=merge, BLOCK_S=block_s, RESERVE=reserve,
+        OFFSET=offset, USE_PDL=pdl, PROBE=_probe is not None, MERGE=merge, BLOCK_S=block_s,
         # 4 warps, 3 stages: in the graph-replayed step 8 warps lost (batch 8 7.71 → 7.85 ms, before batch 8 joined
         # the PDL chain; batch 1 2.40 → 2.50) and 2 stages tied (7.70); the 32-key tiles at batch 8, in the chain,
         # tied (7.74 against 7.75): session 10, ab-chain-…T020023 / …T020056 / …T021459.
@@ -586,7 +517,7 @@ def decode_attention(
     if not final and not merge:
         _combine_kernel[(b * nq * hq,)](
             mid_o, mid_lse, sinks_arg, out4, probe_combine,
-            hq, nq, d, n_slots,
+            hq, nq, d, splits,
             *mid_o.stride(), *mid_lse.stride(), *out4.stride(),
             HAS_SINKS=sinks is not None, BLOCK_S=block_s, BLOCK_D=block_d, TRIGGER=pdl_supported(dev),
             USE_PDL=chain, PROBE=_probe is not None,
