@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CO    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CP    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -737,6 +737,12 @@ case "${1:?stage A to G}" in
   CO) # session 18: what a kernel that only reads attention's bytes reaches (the read-ceiling kernel and the pointer
       # GEMV over 33.5 / 134 / 268 MB: the K and V of B=1 16k, 64k and B=8 16k): the ceiling of the 85 % / 90 % lines
     run probe-stream 200 python benchmarks/probe_gemv.py --rows 8192,32768,65536 --quick
+    ;;
+  CP) # session 18: CO put a pure read of 134 / 268 MB at 90.5 / 94.3 % of the floor, the split kernel at 75.5 / 86.5:
+      # its steady stream (64k -> 128k: 4.33 TB/s) is ~6 % below the read kernel's (4.59). Two DRAM streams per
+      # program (K and V in two tensors) against one: the same kernel on K and V interleaved per position (strided
+      # views). Predicted, if the access pattern is the cause: 64k -1..-2 us, B=8 16k -2..-3.5; else a tie.
+    run bench-kvi 200 python benchmarks/bench_attention.py --shapes 8x16384,1x65536,1x16384,1x131072 --no-compile --kv-interleaved
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
