@@ -2,16 +2,14 @@
 moelab's flash-decoding kernel, and the floor — side by side, graph-replayed.
 
     python benchmarks/bench_attention.py [--shapes 1x1024,1x16384,1x65536,8x16384,1x131072] [--samples 25]
-                                         [--read-gbps G] [--no-compile] [--sweep] [--merge] [--kv-interleaved]
-                                         [--json]
+                                         [--read-gbps G] [--no-compile] [--sweep] [--merge] [--json]
 
 Floor = K + V bytes (B·Hk·S·D·2 B·2) / read bandwidth. Inputs rotate over `timing.sets_for_l2` KV caches so
 the L2 cannot serve them. The kernel is checked against `ops` reference once per shape before timing; its
 launches per call are counted with torch.profiler (2: split + combine; 1 when the heuristic picks one split, or
 up to 4 that the split kernel merges itself).
 `--sweep` also times the kernel at neighbouring (num_splits, BLOCK_N) to check the heuristic; `--merge` the split
-kernel merging its own splits (2-4 splits) against the combine launch, in two alternating passes; `--kv-interleaved`
-the kernel on K and V stored interleaved per position (strided views of one tensor) against two separate caches.
+kernel merging its own splits (2-4 splits) against the combine launch, in two alternating passes.
 Targets (issue 4): B=1 1k ≤ 6 µs, 16k ≤ 14 µs, 64k ≥ 85 % of floor; B=8 16k ≥ 90 % of floor.
 Saved with `timing.save_result("bench-attention", ...)`.
 """
@@ -62,10 +60,6 @@ def main() -> None:
     ap.add_argument("--merge", action="store_true",
                     help="also time the chosen (splits, BLOCK_N) with the split kernel merging its splits and with "
                          "the combine launch, in two alternating passes, where the merge applies (2-4 splits)")
-    ap.add_argument("--kv-interleaved", action="store_true",
-                    help="also time moelab on the same K and V held interleaved per position (views of one [B, Hk, "
-                         "S, 2, D] tensor: each tile one contiguous run of K and V rows) against the two separate "
-                         "caches, in two alternating passes")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.warps and not a.sweep:
@@ -126,24 +120,6 @@ def main() -> None:
                     sweep_rows.append({"B": b, "ctx": s, "num_splits": splits, "block_n": block_n, "merge": mg,
                                        "pass": rep, "median_us": m.median_us, "iqr_us": m.iqr_us,
                                        "pct_floor": 100 * floor_us / m.median_us, "chosen": mg})
-        if a.kv_interleaved:
-            # The kernel takes any strides: K and V as views of one tensor, so a program's K and V tiles are one
-            # contiguous 2·BLOCK_N·D·2-byte run instead of two runs in two tensors (one DRAM stream per program).
-            inter = []
-            for q_, k_, v_, lens_ in sets:
-                kv = torch.stack((k_, v_), dim=3)  # [B, Hk, S, 2, D]
-                inter.append((q_, kv[:, :, :, 0], kv[:, :, :, 1], lens_))
-            got = kernel(*inter[0])
-            err_i = (torch.linalg.vector_norm((got - ref).double()) / torch.linalg.vector_norm(ref.double())).item()
-            if not err_i <= 2e-2:
-                raise SystemExit(f"bench_attention: moelab on interleaved K/V is off by {err_i:.3g} at {shape}")
-            for rep in range(2):
-                for layout, ss in (("separate", sets), ("interleaved", inter)):
-                    m = timing.measure(impls["moelab"], ss, mode="graph", samples=a.samples)
-                    sweep_rows.append({"B": b, "ctx": s, "num_splits": splits, "block_n": block_n, "kv_layout": layout,
-                                       "pass": rep, "median_us": m.median_us, "iqr_us": m.iqr_us,
-                                       "pct_floor": 100 * floor_us / m.median_us, "chosen": layout == "separate"})
-            del inter
         if a.sweep:
             for sp in sorted({max(1, splits // 2), splits, min(256, 2 * splits), max(1, splits // 4)}):
                 for bn in (32, 64, 128):

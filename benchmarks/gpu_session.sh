@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CP    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CQ    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -742,7 +742,15 @@ case "${1:?stage A to G}" in
       # its steady stream (64k -> 128k: 4.33 TB/s) is ~6 % below the read kernel's (4.59). Two DRAM streams per
       # program (K and V in two tensors) against one: the same kernel on K and V interleaved per position (strided
       # views). Predicted, if the access pattern is the cause: 64k -1..-2 us, B=8 16k -2..-3.5; else a tie.
+      # A tie at every shape (B=8 16k 67.64 / 67.68 interleaved, 64k 38.15 / 38.04, 16k, 128k within 0.3 us;
+      # bench-attention-...T141152): the access pattern is not it; --kv-interleaved is gone (code in 03f0a23).
     run bench-kvi 200 python benchmarks/bench_attention.py --shapes 8x16384,1x65536,1x16384,1x131072 --no-compile --kv-interleaved
+    ;;
+  CQ) # session 18: Nsight Compute on the split kernel at B=8 16k and 64k beside the read-ceiling kernel: why its steady
+      # stream runs ~6 % below a pure read's (CO, CP: neither the tail, the SM count nor the K/V layout explain it)
+    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+    run ncu 240 bash -c "$NCU --clock-control none -k regex:'_split_kernel|_combine_kernel|_stream_read_kernel' -c 12 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats --metrics dram__bytes_read.sum,lts__t_sector_hit_rate.pct,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum python benchmarks/ncu_kernels.py --only attn8x16k,attn64k,read > $OUT/ncu.txt 2>&1"
+    grep -E "_split_kernel|_combine_kernel|_stream_read|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Issued Warp|L2 Hit|Mem Busy|Max Bandwidth|dram__|lts__" $OUT/ncu.txt | head -n 150 >> "$LOG"
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

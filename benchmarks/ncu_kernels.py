@@ -1,10 +1,12 @@
 """Launch each of batch 1's and batch 8's heavy decode kernels a few times, eagerly, for Nsight Compute to read.
 
     ncu --clock-control none -k regex:'_moe|_linear|_split|_stream' --section SpeedOfLight ... \
-        python benchmarks/ncu_kernels.py [--only census8,pairs1,qkv8,o8,attn8,router8,read,grouped256,grouped4096]
+        python benchmarks/ncu_kernels.py [--only census8,pairs1,qkv8,o8,attn8,router8,read,grouped256,grouped4096,
+                                              attn8x16k,attn64k]
 
 Qwen3-30B-A3B shapes, bf16, random weights: the census MoE kernel at T=8, the pair kernel at T=1, the tensor-core
-linear at T=8 (qkv 5120×2048, o 2048×4096), decode attention at batch 8 with 1k context (GQA 32/4 × 128), the
+linear at T=8 (qkv 5120×2048, o 2048×4096), decode attention at batch 8 with 1k context (GQA 32/4 × 128; and at the
+long-context targets, batch 8 × 16k and 1 × 64k), the
 one-launch router at T=8, the grouped (prefill) path at T=256 and 4096 (once with N_FASTEST, Y_LOWP and TMA off,
 once with the defaults, which have them on: the kernels of each run in that order), and the read-ceiling kernel of
 `moelab hw` (what the hardware counters say a pure stream reaches, to read the others by).
@@ -32,7 +34,7 @@ E, H, I, K = 128, 2048, 768, 8
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", default="census8,pairs1,qkv8,o8,attn8,router8,read,grouped256,grouped4096")
+    ap.add_argument("--only", default="census8,pairs1,qkv8,o8,attn8,router8,read,grouped256,grouped4096,attn8x16k,attn64k")
     a = ap.parse_args()
     unknown = set(a.only.split(",")) - set(ap.get_default("only").split(","))
     if unknown:
@@ -61,6 +63,13 @@ def main() -> None:
         lens = torch.full((8,), 1024, dtype=torch.int32, device=dev)
         for _ in range(RUNS):
             decode_attention(torch.randn(8, 32, 128, device=dev).to(dt), kc, vc, lens)
+    for name, b, s in (("attn8x16k", 8, 16384), ("attn64k", 1, 65536)):  # the long-context lines of issue 4
+        if name in want:
+            kc = torch.randn(b, 4, s, 128, device=dev).to(dt)
+            vc = torch.randn_like(kc)
+            lens = torch.full((b,), s, dtype=torch.int32, device=dev)
+            for _ in range(RUNS):
+                decode_attention(torch.randn(b, 32, 128, device=dev).to(dt), kc, vc, lens)
     if "router8" in want:
         wr = (torch.randn(E, H, device=dev) * H ** -0.5).to(dt)
         for _ in range(RUNS):
