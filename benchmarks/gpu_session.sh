@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CQ    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CR    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -751,6 +751,11 @@ case "${1:?stage A to G}" in
     NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
     run ncu 240 bash -c "$NCU --clock-control none -k regex:'_split_kernel|_combine_kernel|_stream_read_kernel' -c 12 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats --metrics dram__bytes_read.sum,lts__t_sector_hit_rate.pct,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum python benchmarks/ncu_kernels.py --only attn8x16k,attn64k,read > $OUT/ncu.txt 2>&1"
     grep -E "_split_kernel|_combine_kernel|_stream_read|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Stall|Warp Cycles Per Issued|Issued Warp|L2 Hit|Mem Busy|Max Bandwidth|dram__|lts__" $OUT/ncu.txt | head -n 150 >> "$LOG"
+    ;;
+  CR) # session 18: CQ's ncu: the split kernel at B=8 16k 84-86 % of DRAM peak (read kernel 97 %) with one 4-warp
+      # program per SM and 1.00 active warp per scheduler. More K/V in flight per SM: 64-key tiles on 4-7 stages.
+      # Predicted: a lead if DRAM throughput follows the bytes requested ahead (B=8 16k -1..-3 us), else a tie.
+    run probe-depth 200 python benchmarks/probe_attn_depth.py --shapes 8x16384,1x65536 --stages 3,4,5,6,7
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
