@@ -755,6 +755,8 @@ case "${1:?stage A to G}" in
   CR) # session 18: CQ's ncu: the split kernel at B=8 16k 84-86 % of DRAM peak (read kernel 97 %) with one 4-warp
       # program per SM and 1.00 active warp per scheduler. More K/V in flight per SM: 64-key tiles on 4-7 stages.
       # Predicted: a lead if DRAM throughput follows the bytes requested ahead (B=8 16k -1..-3 us), else a tie.
+      # Lost: B=8 16k 67.5 us shipped against 77.1-78.0 on 64-key tiles at every depth; 64k 38.2 against 38.2 (4
+      # stages) to 40.2 (probe-attn-depth-...T141721). The bytes ahead are not the limit; per-tile work is.
     run probe-depth 200 python benchmarks/probe_attn_depth.py --shapes 8x16384,1x65536 --stages 3,4,5,6,7
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
