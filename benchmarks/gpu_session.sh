@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CR    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CS    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -758,6 +758,13 @@ case "${1:?stage A to G}" in
       # Lost: B=8 16k 67.5 us shipped against 77.1-78.0 on 64-key tiles at every depth; 64k 38.2 against 38.2 (4
       # stages) to 40.2 (probe-attn-depth-...T141721). The bytes ahead are not the limit; per-tile work is.
     run probe-depth 200 python benchmarks/probe_attn_depth.py --shapes 8x16384,1x65536 --stages 3,4,5,6,7
+    ;;
+  CS) # session 18: the split kernel's K/V tiles by tensor descriptors made in the kernel over [start, kv_end) (TMA
+      # zero-fills past kv_end), MOELAB_ATTN_TMA. sm_90 (Triton 3.9): the 128-key loop 527 -> 353 PTX instructions per
+      # thread (no cp.async address arithmetic), 179 -> 128 registers. CQ/CR say the per-tile work bounds it.
+      # Predicted B=8 16k -2..-5 us, 64k -1..-3, 16k -0.5..-1 (the descriptors' making and fence at the start).
+    run gpu-tests 150 python -m pytest tests/kernels/test_attention.py -q -p no:cacheprovider --tb=short -rf
+    run probe-tma 200 python benchmarks/probe_attn_depth.py --shapes 8x16384,1x65536,1x16384,1x131072 --tma
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
