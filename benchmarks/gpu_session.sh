@@ -763,6 +763,10 @@ case "${1:?stage A to G}" in
       # zero-fills past kv_end), MOELAB_ATTN_TMA. sm_90 (Triton 3.9): the 128-key loop 527 -> 353 PTX instructions per
       # thread (no cp.async address arithmetic), 179 -> 128 registers. CQ/CR say the per-tile work bounds it.
       # Predicted B=8 16k -2..-5 us, 64k -1..-3, 16k -0.5..-1 (the descriptors' making and fence at the start).
+      # Lost everywhere by a fixed ~1.4 us (B=8 16k 67.35 -> 68.68, 64k 38.02 -> 39.65, 16k 13.83 -> 15.20, 128k
+      # 68.78 -> 70.33; probe-attn-depth-...T143505), the stream rate unchanged (64k -> 128k 30.8 against 30.7 us):
+      # a third fewer loop instructions bought nothing, so the per-tile issue is not the limit either. Removed (code
+      # in 35bf64e; its fp32 test needed 335 KB of shared memory on the GPU).
     run gpu-tests 150 python -m pytest tests/kernels/test_attention.py -q -p no:cacheprovider --tb=short -rf
     run probe-tma 200 python benchmarks/probe_attn_depth.py --shapes 8x16384,1x65536,1x16384,1x131072 --tma
     ;;

@@ -1,7 +1,7 @@
 """Bytes in flight per SM in the attention split kernel: 64-key tiles with deeper pipelines against the shipped
 128-key tiles on 3 stages, at the long-context shapes.
 
-    python benchmarks/probe_attn_depth.py [--shapes 8x16384,1x65536] [--stages 3,4,5,6,7] [--samples 25] [--tma]
+    python benchmarks/probe_attn_depth.py [--shapes 8x16384,1x65536] [--stages 3,4,5,6,7] [--samples 25]
 
 Why: Nsight Compute (stage CQ, ncu-…CQ log) puts the split kernel at B=8 × 16k at 84-86 % of DRAM peak with one
 4-warp program per SM and ~128 KB of K/V requested ahead per SM (2 of 3 stages of 64 KB), where the read-ceiling
@@ -14,7 +14,6 @@ each config checked against the reference once. Saved as `probe-attn-depth-*.jso
 from __future__ import annotations
 
 import argparse
-import os
 
 import torch
 
@@ -29,9 +28,6 @@ def main() -> None:
     ap.add_argument("--shapes", default="8x16384,1x65536")
     ap.add_argument("--stages", default="3,4,5,6,7", help="num_stages of the 64-key tiles")
     ap.add_argument("--samples", type=int, default=25)
-    ap.add_argument("--tma", action="store_true",
-                    help="instead: the shipped config with its K/V tiles by pointers and by device-made tensor "
-                         "descriptors (MOELAB_ATTN_TMA 0 / 1), two passes")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("probe_attn_depth: needs a CUDA GPU")
@@ -49,13 +45,9 @@ def main() -> None:
         bn0, splits = attn.launch_params(b, HK, s, D, attn.sm_count(torch.device(dev)))
         ref = ref_fn(*sets[0])
         cfgs = [(bn0, 3)] + [(64, int(st)) for st in a.stages.split(",") if st]
-        if a.tma:
-            cfgs = [(bn0, 3, "0"), (bn0, 3, "1")]
         fns = {}
-        for bn, st, *tma in cfgs:
-            def f(q, k, v, lens, bn=bn, st=st, tma=tma):
-                if tma:
-                    os.environ["MOELAB_ATTN_TMA"] = tma[0]  # read at launch: when the graph is captured
+        for bn, st in cfgs:
+            def f(q, k, v, lens, bn=bn, st=st):
                 return attn.decode_attention(q, k, v, lens, num_splits=splits, block_n=bn, num_stages=st)
             try:
                 err = float((f(*sets[0]).float() - ref.float()).norm() / ref.float().norm())
@@ -64,18 +56,17 @@ def main() -> None:
                 continue
             if not err <= 2e-2:
                 raise SystemExit(f"probe_attn_depth: BLOCK_N={bn} stages={st} off by {err:.3g} at {shape}")
-            fns[(bn, st, *tma)] = f
+            fns[(bn, st)] = f
         times: dict = {c: [] for c in fns}
         for order in (list(fns), list(fns)[::-1]):
             for c in order:
                 times[c].append(timing.measure(fns[c], sets, mode="graph", samples=a.samples).median_us)
-        for (bn, st, *tma), ts in times.items():
+        for (bn, st), ts in times.items():
             us = sum(ts) / len(ts)
             rows.append(dict(B=b, ctx=s, num_splits=splits, block_n=bn, num_stages=st, median_us=us, passes_us=ts,
                              pct_floor=100 * floor / us, ahead_kb=(st - 1) * bn * D * 2 * 2 // 1024,
-                             tma=tma == ["1"], shipped=(bn, st) == (bn0, 3) and tma != ["1"]))
-            print(f"{shape:9s} BLOCK_N={bn:3d} stages={st} {'TMA ' if tma == ['1'] else ''} "
-                  f"ahead {(st - 1) * bn * D * 4 // 1024:3d} KB  "
+                             shipped=(bn, st) == (bn0, 3)))
+            print(f"{shape:9s} BLOCK_N={bn:3d} stages={st}  ahead {(st - 1) * bn * D * 4 // 1024:3d} KB  "
                   f"{us:7.2f} us ({'/'.join(f'{t:.2f}' for t in ts)})  {100 * floor / us:5.1f} % of floor")
     print("saved", timing.save_result("probe-attn-depth", {"read_gbps": gbps, "rows": rows}))
 

@@ -308,12 +308,6 @@ for _name in ("attention_split", "attention_split_kv"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name + "_merge"] = (_module, _kernel, _types, dict(_consts, MERGE=True, BLOCK_S=4), *_rest)
 # The router at 16 rows, outside the PDL chain: nothing released early. Otherwise "router_t8"'s launch.
-# The long-context form of bench_attention (no window, 128-key tiles), by pointers and by device-made descriptors.
-_module, _kernel, _types, _consts, *_rest = SM90_JOBS["attention_split"]
-SM90_JOBS["attention_split_long"] = (_module, _kernel, _types, dict(_consts, HAS_WINDOW=False, HAS_SINKS=False,
-                                                                    BLOCK_N=128), *_rest)
-SM90_JOBS["attention_split_long_tma"] = (_module, _kernel, _types,
-                                         dict(SM90_JOBS["attention_split_long"][3], TMA=True), *_rest)
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["router_t8"]
 SM90_JOBS["router_t16"] = (_module, _kernel, _types, dict(_consts, T_PAD=16, BLOCK_H=1024, TRIGGER=False), *_rest)
 # The census kernel in the PDL chain (T ≤ CHAIN_MAX_T) without a shared expert, specialized as a real T=8 launch is

@@ -39,43 +39,6 @@ def test_per_sequence_lengths(gqa, splits, dtype, close):
     _run(q, k, v, [1, 17, 300], close, num_splits=splits, block_n=16)
 
 
-@pytest.mark.parametrize("dtype", DTYPES + ([torch.bfloat16] if DEV == "cuda" else []))
-def test_tiles_by_tensor_descriptor(dtype, close, monkeypatch):
-    """MOELAB_ATTN_TMA (an experiment, off by default): the K/V tiles of 128-key splits by descriptors made in the
-    kernel over [start, kv_end). The cache past each length is NaN, so a stale row that reached the dot would show;
-    head_dim 80 (columns past D zero-filled), a partial last tile, an empty split, a sink, merge and combine."""
-    import moelab.kernels.attention as attn
-    monkeypatch.setenv("MOELAB_ATTN_TMA", "1")
-    q, k, v = _inputs(3, 1, 8, 2, 640, 80, dtype)
-    lens = [1, 300, 640]
-    kn, vn = k.clone(), v.clone()  # the kernel's caches: NaN past each length (the reference's stay finite)
-    for b, n in enumerate(lens):
-        kn[b, :, n:] = float("nan")
-        vn[b, :, n:] = float("nan")
-    seq_lens = torch.tensor(lens, dtype=torch.int32, device=DEV)
-
-    def run(**kw):
-        ref = decode_attention_reference(q, k, v, seq_lens, **{n: kw[n] for n in ("sinks",) if n in kw})
-        close(decode_attention(q, kn, vn, seq_lens, **kw), ref)
-    launched = []
-    real = attn._split_kernel
-
-    class Spy:
-        def __getitem__(self, grid):
-            def launch(*a, **kw):
-                launched.append(kw["TMA"])
-                return real[grid](*a, **kw)
-            return launch
-    monkeypatch.setattr(attn, "_split_kernel", Spy())
-    run(num_splits=3, block_n=128)
-    run(num_splits=5, block_n=128, merge=False, sinks=torch.randn(8, device=DEV))
-    run(num_splits=2, block_n=64)  # not the long-split tiles: pointer loads
-    assert launched == [True, True, False]
-    monkeypatch.setenv("MOELAB_ATTN_TMA", "0")
-    run(num_splits=3, block_n=128)
-    assert launched[-1] is False
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("merge", [True, False])
 def test_split_merge_and_combine_agree(dtype, merge, close):

@@ -29,8 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import (cdiv, chain_pdl, check_device, counters, dot_precision, env_flag, interpreting,
-                             next_pow2, pdl_supported)
+from moelab.kernels import cdiv, chain_pdl, check_device, counters, dot_precision, next_pow2, pdl_supported
 from moelab.kernels.probe import now_ns, sm_id
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
@@ -103,7 +102,6 @@ def _split_kernel(
     PROBE: tl.constexpr = False,  # per-program timestamps (benchmarks/probe_timeline.py)
     MERGE: tl.constexpr = False,  # not FINAL: the last split of each (sequence, KV head) merges them (no combine)
     BLOCK_S: tl.constexpr = 1,  # MERGE: splits, padded to a power of two
-    TMA: tl.constexpr = False,  # K/V tiles by device-made tensor descriptors (`_use_tma`)
 ):
     if TRIGGER == 1:
         tl.extra.cuda.gdc_launch_dependents()
@@ -198,30 +196,13 @@ def _split_kernel(
     if USE_PDL:
         m_i, l_i, acc = _attend_tile(q, k0, v0, start + tl.arange(0, BLOCK_N), kv_end, qpos, row_ok, m_i, l_i, acc,
                                      qk_scale, window, HAS_WINDOW, PRECISION)
-    if TMA:
-        # K and V tiles by tensor descriptors made here, over this program's rows [start, kv_end) only: the copy
-        # engine zero-fills rows past kv_end (and columns past D), so no stale cache row reaches the dot, and the
-        # ~35 cp.async per thread per tile with their address arithmetic (~150 of the loop's ~520 PTX instructions
-        # at 128-key tiles, sm_90) become two bulk copies.
-        rows_left = tl.maximum(kv_end - start, 1)
-        k_desc = tl.make_tensor_descriptor(k_base + start * sks, shape=[rows_left, D], strides=[sks, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
-        v_desc = tl.make_tensor_descriptor(v_base + start * svs, shape=[rows_left, D], strides=[svs, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
-        for n0 in range(n_first, kv_end, BLOCK_N):
-            kpos = n0 + tl.arange(0, BLOCK_N)
-            k = k_desc.load([n0 - start, 0])
-            v = v_desc.load([n0 - start, 0])
-            m_i, l_i, acc = _attend_tile(q, k, v, kpos, kv_end, qpos, row_ok, m_i, l_i, acc, qk_scale, window,
-                                         HAS_WINDOW, PRECISION)
-    else:
-        for n0 in range(n_first, kv_end, BLOCK_N):
-            kpos = n0 + tl.arange(0, BLOCK_N)
-            kv_mask = (kpos < kv_end)[:, None] & d_ok[None, :]
-            k = tl.load(k_base + kpos[:, None] * sks + dcols[None, :] * skd, mask=kv_mask, other=0.0)
-            v = tl.load(v_base + kpos[:, None] * svs + dcols[None, :] * svd, mask=kv_mask, other=0.0)
-            m_i, l_i, acc = _attend_tile(q, k, v, kpos, kv_end, qpos, row_ok, m_i, l_i, acc, qk_scale, window,
-                                         HAS_WINDOW, PRECISION)
+    for n0 in range(n_first, kv_end, BLOCK_N):
+        kpos = n0 + tl.arange(0, BLOCK_N)
+        kv_mask = (kpos < kv_end)[:, None] & d_ok[None, :]
+        k = tl.load(k_base + kpos[:, None] * sks + dcols[None, :] * skd, mask=kv_mask, other=0.0)
+        v = tl.load(v_base + kpos[:, None] * svs + dcols[None, :] * svd, mask=kv_mask, other=0.0)
+        m_i, l_i, acc = _attend_tile(q, k, v, kpos, kv_end, qpos, row_ok, m_i, l_i, acc, qk_scale, window,
+                                     HAS_WINDOW, PRECISION)
     if NEW_KV:
         # The new key, from registers: one more online-softmax step (fp32 products of the rounded q and k).
         s_new = tl.sum(qf * k_new[None, :], axis=1) * qk_scale
@@ -355,29 +336,6 @@ def _combine_kernel(
     if PROBE:
         tl.debug_barrier()
         tl.store(probe_ptr + pid * 4 + 2, now_ns(pid))
-
-
-def _use_tma(k_cache: torch.Tensor, v_cache: torch.Tensor, block_n: int, new_kv: bool) -> bool:
-    """Whether the split kernel takes its K/V tiles by tensor descriptor: $MOELAB_ATTN_TMA on (default off: an
-    experiment, session 18), 128-key tiles (the long-split path), not the engine's fused form, rows of unit element
-    stride, 16-byte row strides and bases (TMA's rules). Sets Triton's allocator for the descriptors' global scratch
-    if none is set (device-made descriptors need one)."""
-    if not env_flag("MOELAB_ATTN_TMA", False) or block_n != 128 or new_kv:
-        return False
-    e = k_cache.element_size()
-    ok = all(t.stride(3) == 1 and (t.stride(2) * e) % 16 == 0 and t.data_ptr() % 16 == 0 for t in (k_cache, v_cache))
-    if ok:
-        _set_allocator()
-    return ok
-
-
-@functools.cache
-def _set_allocator() -> None:
-    device = "cpu" if interpreting() else "cuda"
-
-    def alloc(size: int, alignment: int, stream):
-        return torch.empty(size, dtype=torch.int8, device=device)
-    triton.set_allocator(alloc)
 
 
 @functools.cache
@@ -550,7 +508,6 @@ def decode_attention(
         PRECISION=dot_precision(q.dtype, "decode_attention" if _new_kv is None else "decode_attention_kv"),
         TRIGGER=2 if chain else int((final or merge) and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm,
         OFFSET=offset, USE_PDL=pdl, PROBE=_probe is not None, MERGE=merge, BLOCK_S=block_s,
-        TMA=_use_tma(k_cache, v_cache, block_n, _new_kv is not None),
         # 4 warps, 3 stages: in the graph-replayed step 8 warps lost (batch 8 7.71 → 7.85 ms, before batch 8 joined
         # the PDL chain; batch 1 2.40 → 2.50) and 2 stages tied (7.70); the 32-key tiles at batch 8, in the chain,
         # tied (7.74 against 7.75): session 10, ab-chain-…T020023 / …T020056 / …T021459.
