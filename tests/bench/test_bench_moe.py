@@ -53,3 +53,21 @@ def test_cli_refuses_min_sets_out_of_range():
     for bad in ("0", "65"):
         r = CliRunner().invoke(moelab.cli.app, ["bench", "moe", "--min-sets", bad])
         assert isinstance(r.exception, UserError) and str(r.exception) == f"--min-sets must be 1..64, got {bad}"
+
+
+def test_cli_names_a_bad_argument_before_the_missing_gpu():
+    """A mistyped --tokens, an unknown model or a --tp that does not split the experts is named on any machine; only
+    valid arguments reach the GPU check."""
+    from typer.testing import CliRunner
+
+    import moelab.cli
+
+    moelab.cli._load_commands()
+    from moelab.errors import UserError
+
+    for args, msg in ((["--tokens", "1,abc"], "--tokens must be a comma-separated list of integers"),
+                      (["--tokens", "0"], "--tokens must list integers >= 1"),
+                      (["--model", "no-such-model"], "unknown model 'no-such-model'"),
+                      (["--tp", "5"], "does not split")):
+        r = CliRunner().invoke(moelab.cli.app, ["bench", "moe", *args])
+        assert isinstance(r.exception, UserError) and msg in str(r.exception), (args, r.exception)

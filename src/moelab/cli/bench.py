@@ -54,15 +54,16 @@ def bench_moe(
         min_sets = bm.MIN_SETS
     if not 1 <= min_sets <= 64:
         raise UserError(f"--min-sets must be 1..64, got {min_sets}")
-    if not torch.cuda.is_available():
-        raise UserError("moelab bench moe needs a CUDA GPU; none is visible here")
+    # The arguments first, so a mistyped one is named on any machine, before the missing GPU is.
+    Ts = _int_list(tokens, "--tokens")
     spec = load_spec(model)
     try:
         shape = bm.shape_from_spec(spec, tp=tp, shared=shared)
     except ValueError as e:
         raise UserError(str(e)) from None
+    if not torch.cuda.is_available():
+        raise UserError("moelab bench moe needs a CUDA GPU; none is visible here")
     ceil = hardware.ceilings(None if gpu == "measured" else gpu)
-    Ts = _int_list(tokens, "--tokens")
     with console.status("measuring") as st:
         rows = bm.run(shape, Ts, read_gbps=ceil.read_gbps, bf16_tflops=ceil.bf16_tflops, samples=samples,
                       compile_baselines=compile, progress=lambda s: st.update(f"measuring {s}"), min_sets=min_sets)
