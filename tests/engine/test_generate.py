@@ -212,6 +212,7 @@ def test_cli_user_errors_are_one_line(checkpoint, tmp_path):
         ([str(folder), "--prompt-ids", str(tmp_path / "ids.txt")], "token id 500 is outside the vocabulary"),
         ([str(folder), "--prompt", "hello"], "--prompt needs a tokenizer.json"),
         ([str(folder), "--impl", "fast"], "--impl must be moelab or eager"),
+        ([str(folder), "--batch", "0"], "--batch must be at least 1"),
         ([str(folder), "--prompt-len", "300", "--new-tokens", "10"], "max_position_embeddings 256"),
     ]
     if not torch.cuda.is_available():  # the interpreter has no bf16 tl.dot: said before any weight is made

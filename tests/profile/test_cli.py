@@ -63,6 +63,7 @@ def test_tables_print(fake_meter, tiny_models, monkeypatch):
     (["--ctx", "0"], "--ctx"),
     (["--plot", "x.jpg"], "--plot"),
     (["--dtype", "fp8"], "--dtype"),
+    (["--tp", "5"], "--tp 5 does not divide"),  # named before the GPU is asked for
 ])
 def test_bad_flags_are_user_errors(fake_meter, tiny_models, args, msg):
     r = _run(str(tiny_models["tiny-qwen3-moe"]), "--gpu", "h200", "--no-save", *args)

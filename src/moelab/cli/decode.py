@@ -95,6 +95,8 @@ def decode(
         raise UserError(f"--impl must be moelab or eager, not {impl!r}")
     if sum(x is not None for x in (prompt_ids, prompt)) > 1:
         raise UserError("pass at most one of --prompt-ids and --prompt")
+    if batch < 1:
+        raise UserError(f"--batch must be at least 1, got {batch}")
     if new_tokens < 1:
         raise UserError(f"--new-tokens must be at least 1, got {new_tokens}")
     if repeats < 1:

@@ -184,6 +184,9 @@ def profile_cmd(
     _check_out(csv_out, "--csv", ".csv")
     _check_out(plot, "--plot", ".png")
     spec = load_spec(model)
+    from moelab.models.graph import decode_step_ops
+
+    decode_step_ops(spec, batch=batch, ctx=contexts[0], tp=tp)  # a --tp that does not shard the model, named here
     runner.device_check()
     comm = None
     from moelab.engine.comm import env_world
