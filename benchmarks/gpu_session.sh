@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CS    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CT    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -769,6 +769,15 @@ case "${1:?stage A to G}" in
       # in 35bf64e; its fp32 test needed 335 KB of shared memory on the GPU).
     run gpu-tests 150 python -m pytest tests/kernels/test_attention.py -q -p no:cacheprovider --tb=short -rf
     run probe-tma 200 python benchmarks/probe_attn_depth.py --shapes 8x16384,1x65536,1x16384,1x131072 --tma
+    ;;
+  CT) # session 19: the pair kernel's phase 2 waiting per 256-row chunk of its slot (MOELAB_PAIRS_CHUNK), phase 1 in
+      # row-block-major order (MOELAB_PAIRS_IB), and both. Session 16's timeline: ~4.5 us from the last slot's
+      # readiness to the kernel's end. Predicted T=1 -1.5..-2.5 us alone, batch 1 -0.03..-0.08 ms per token.
+    run gpu-tests 90 python -m pytest tests/kernels/test_moe.py -k "chunk_wait or pairs" -q -p no:cacheprovider --tb=short -rf
+    run sweep-chunk 200 python benchmarks/sweep_moe.py --mode pairs --chunk --shapes qwen3,qwen35,shard35 --tokens 1,2,4 --samples 10
+    run probe 45 python benchmarks/probe_timeline.py --attention '' --moe 1
+    run probe-chunk 45 env MOELAB_PAIRS_CHUNK=1 python benchmarks/probe_timeline.py --attention '' --moe 1
+    run ab-b1 190 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,ch=MOELAB_PAIRS_CHUNK:1,both=MOELAB_PAIRS_CHUNK:1+MOELAB_PAIRS_IB:1
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

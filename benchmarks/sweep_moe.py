@@ -65,6 +65,9 @@ def main() -> None:
     ap.add_argument("--whole2", action="store_true",
                     help="pairs mode: the default and phase-2 tiles that request a program's whole w2 slice before "
                          "its wait (BLOCK_K2 >= I)")
+    ap.add_argument("--chunk", action="store_true",
+                    help="pairs mode: the default, with phase 2 waiting per BLOCK_K2 chunk (CHUNK_WAIT), phase 1 in "
+                         "row-block-major order (IB_MAJOR), and both")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -164,6 +167,15 @@ def main() -> None:
                 grid = [dict(pairs_config(T, k, H, I))] + [
                     dict(pairs_config(T, k, H, I), BLOCK_I=bi, BLOCK_H=bh, BLOCK_K2=bk2)
                     for bi in (4, 8) for bh in (8, 16)] + [dict(pairs_config(T, k, H, I), BLOCK_H=16, BLOCK_K2=512)]
+            if a.mode == "pairs" and a.chunk:
+                # Session 19, from session 16's timeline (probe-timeline-…T074950): at T=1 the last slot's phase 2 waits
+                # for all 96 of its phase-1 blocks, then streams two serial w2 chunks: ~4.5 µs from readiness to the
+                # kernel's end. Waiting per 256-row chunk, a program sums chunk 0 while the slot's later rows are still
+                # computed; block-major phase 1 finishes every slot's chunk 0 first. Registers (Triton 3.9, sm_90):
+                # 231 default, 239 CHUNK_WAIT, 255 both. Predicted T=1 -1.5..-2.5 µs, T=2/4 -0.5..-1.
+                base_cfg = dict(pairs_config(T, k, H, I))
+                grid = [base_cfg, dict(base_cfg, CHUNK_WAIT=True), dict(base_cfg, IB_MAJOR=True),
+                        dict(base_cfg, CHUNK_WAIT=True, IB_MAJOR=True)]
             if a.mode == "pairs" and a.spin:
                 grid = [dict(SPIN_SLEEP=int(ns)) for ns in a.spin.split(",")]
             if a.mode == "decode" and T == 1:
