@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CT    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CU    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -773,11 +773,23 @@ case "${1:?stage A to G}" in
   CT) # session 19: the pair kernel's phase 2 waiting per 256-row chunk of its slot (MOELAB_PAIRS_CHUNK), phase 1 in
       # row-block-major order (MOELAB_PAIRS_IB), and both. Session 16's timeline: ~4.5 us from the last slot's
       # readiness to the kernel's end. Predicted T=1 -1.5..-2.5 us alone, batch 1 -0.03..-0.08 ms per token.
+      # Lost everywhere (sweep-moe-pairs-chunk-...T1743: Qwen3 T=1 24.4 -> 25.7, T=2 40.5 -> 42.3, T=4 74.5 -> 76.3;
+      # Qwen3.5 T=1 20.8 -> 22.8; block-major worse still; the shard a tie), batch 1 2.42 -> 2.54 ms (ab-chain-...T174456).
+      # Probed: the last slot's phase 1 ended later (17.25 -> 18.75 us), as every earlier phase-2 read did (CE's
+      # whole slices). The switches are gone (code in db25593).
     run gpu-tests 90 python -m pytest tests/kernels/test_moe.py -k "chunk_wait or pairs" -q -p no:cacheprovider --tb=short -rf
     run sweep-chunk 200 python benchmarks/sweep_moe.py --mode pairs --chunk --shapes qwen3,qwen35,shard35 --tokens 1,2,4 --samples 10
     run probe 45 python benchmarks/probe_timeline.py --attention '' --moe 1
     run probe-chunk 45 env MOELAB_PAIRS_CHUNK=1 python benchmarks/probe_timeline.py --attention '' --moe 1
     run ab-b1 190 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,ch=MOELAB_PAIRS_CHUNK:1,both=MOELAB_PAIRS_CHUNK:1+MOELAB_PAIRS_IB:1
+    ;;
+  CU) # session 19: the route kernel releasing the PDL-launched experts' kernel as it starts (MOELAB_ROUTE_TRIGGER; the
+      # engine's fused router already does), route + experts graph-replayed both ways, T=1..16 (T=16 also with the
+      # chain to 16 rows). Predicted -0.3..-1 us. And the grouped GEMMs alone at T=64 and 256 (probe_grouped_mm.py):
+      # where T=64's 32 us over the floor go (T=256: gate/up 92 %, down 85 % of their streams in CM).
+    run gpu-tests 90 env MOELAB_ROUTE_TRIGGER=1 python -m pytest tests/kernels/test_moe.py -k "route or block or pairs" -q -p no:cacheprovider --tb=short -rf
+    run sweep-trigger 220 python benchmarks/sweep_moe.py --mode block --route-trigger --shapes qwen3,qwen35 --tokens 1,2,4,8,16 --samples 15
+    run probe-mm 120 python benchmarks/probe_grouped_mm.py --tokens 64,256
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -19,8 +19,8 @@ import os
 import torch
 
 from moelab import hardware, ops, timing
-from moelab.kernels import next_pow2
-from moelab.kernels.moe import PAIRS_MAX_T
+from moelab.kernels import CHAIN_MAX_T, next_pow2
+from moelab.kernels.moe import PAIRS_MAX_T, fused_moe
 from moelab.kernels.moe_decode import decode_config, moe_decode
 from moelab.kernels.moe_grouped import grouped_config, moe_grouped
 from moelab.kernels.moe_pairs import moe_pairs, pairs_config
@@ -65,9 +65,9 @@ def main() -> None:
     ap.add_argument("--whole2", action="store_true",
                     help="pairs mode: the default and phase-2 tiles that request a program's whole w2 slice before "
                          "its wait (BLOCK_K2 >= I)")
-    ap.add_argument("--chunk", action="store_true",
-                    help="pairs mode: the default, with phase 2 waiting per BLOCK_K2 chunk (CHUNK_WAIT), phase 1 in "
-                         "row-block-major order (IB_MAJOR), and both")
+    ap.add_argument("--route-trigger", action="store_true",
+                    help="block mode: route + the default experts' path (pairs or census) with and without the route "
+                         "kernel releasing the PDL-launched experts' kernel as it starts (MOELAB_ROUTE_TRIGGER)")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -167,15 +167,6 @@ def main() -> None:
                 grid = [dict(pairs_config(T, k, H, I))] + [
                     dict(pairs_config(T, k, H, I), BLOCK_I=bi, BLOCK_H=bh, BLOCK_K2=bk2)
                     for bi in (4, 8) for bh in (8, 16)] + [dict(pairs_config(T, k, H, I), BLOCK_H=16, BLOCK_K2=512)]
-            if a.mode == "pairs" and a.chunk:
-                # Session 19, from session 16's timeline (probe-timeline-…T074950): at T=1 the last slot's phase 2 waits
-                # for all 96 of its phase-1 blocks, then streams two serial w2 chunks: ~4.5 µs from readiness to the
-                # kernel's end. Waiting per 256-row chunk, a program sums chunk 0 while the slot's later rows are still
-                # computed; block-major phase 1 finishes every slot's chunk 0 first. Registers (Triton 3.9, sm_90):
-                # 231 default, 239 CHUNK_WAIT, 255 both. Predicted T=1 -1.5..-2.5 µs, T=2/4 -0.5..-1.
-                base_cfg = dict(pairs_config(T, k, H, I))
-                grid = [base_cfg, dict(base_cfg, CHUNK_WAIT=True), dict(base_cfg, IB_MAJOR=True),
-                        dict(base_cfg, CHUNK_WAIT=True, IB_MAJOR=True)]
             if a.mode == "pairs" and a.spin:
                 grid = [dict(SPIN_SLEEP=int(ns)) for ns in a.spin.split(",")]
             if a.mode == "decode" and T == 1:
@@ -197,6 +188,13 @@ def main() -> None:
                 # (Until session 15 the T=1 kernel without partials, `moe_t1`, was timed here beside it at the shard:
                 # 15.7 against the pair kernel's 13.0 µs, sweep-moe-block-shard-…T2134; it was removed.)
                 grid = [dict(ROUTE="kernel")]
+                if a.route_trigger:
+                    # Session 19: the route kernel does not call gdc_launch_dependents, so the PDL-launched experts'
+                    # kernel is dispatched only as it exits; the engine's fused router releases it as it starts.
+                    # Predicted T=1..16 -0.3..-1 us (the experts' grid resident at the route's end).
+                    grid = [dict(ROUTE="kernel", TRIGGER=False), dict(ROUTE="kernel", TRIGGER=True)]
+                    if T > 8:  # beyond CHAIN_MAX_T the census kernel is not PDL-launched: both, with the chain to T
+                        grid.append(dict(ROUTE="kernel", TRIGGER=True, CHAIN=T))
             x0, w130, w20, tw0, ids0, _ = sets[0]
             ref = ops.get("fused_moe", "eager")(x0, w130, w20, tw0, ids0, sh)
             rows, fns, errs = [], {}, {}
@@ -204,6 +202,11 @@ def main() -> None:
                 def f(x, w13, w2, tw, ids, lg, cfg=cfg):
                     if a.mode == "block":  # routing counted in (the route kernel, then the experts)
                         c = {k_: v for k_, v in cfg.items() if k_ != "ROUTE"}
+                        if "TRIGGER" in cfg:  # read by route() at launch, so at the graph's capture
+                            os.environ["MOELAB_ROUTE_TRIGGER"] = "1" if cfg["TRIGGER"] else "0"
+                            os.environ["MOELAB_CHAIN_MAX_T"] = str(cfg.get("CHAIN", CHAIN_MAX_T))
+                            tw, ids = ops.get("route", "moelab")(lg, k)
+                            return fused_moe(x, w13, w2, tw, ids, sh, out=torch.empty_like(x))
                         tw, ids = ops.get("route", "moelab")(lg, k)
                         return moe_pairs(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=c)
                     if cfg.get("KERNEL") == "cublas":  # experts 0..k-1 of this layer copy: plain views, no gather

@@ -472,27 +472,6 @@ def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):
             assert rel(a, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
 
 
-@pytest.mark.parametrize("chunk,ib_major", [(True, False), (False, True), (True, True)])
-@pytest.mark.parametrize("T,shared", [(1, None), (1, (24, True)), (3, (56, False))])
-def test_pairs_chunk_wait_and_block_major_order(chunk, ib_major, T, shared):
-    """Phase 2 waiting per BLOCK_K2 chunk of a slot's rows (CHUNK_WAIT) and phase 1 in row-block-major order
-    (IB_MAJOR): bitwise the default's output (the same sums in the same order), with a shared expert narrower and
-    wider than the routed ones, the last chunk of a slot partial (I=40 in chunks of 16); twice in a row (the counters
-    reset themselves); a BLOCK_K2 that is no multiple of BLOCK_I is refused."""
-    from moelab.kernels.moe_pairs import moe_pairs
-    dt = torch.float32 if CUDA else torch.float16
-    x, w13, w2, w, ids, sh = make(T, 8, 64, 40, 2, dt, seed=T, shared=shared)
-    cfg = dict(BLOCK_I=4, BLOCK_K=32, BLOCK_H=16, BLOCK_K2=16, num_warps=4)
-    base = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, 64, dt), config=cfg)
-    assert rel(base, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[dt]
-    for _ in range(2):
-        got = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, 64, dt), config=dict(cfg, CHUNK_WAIT=chunk, IB_MAJOR=ib_major))
-        assert torch.equal(got, base)
-    if chunk:
-        with pytest.raises(ValueError, match=r"CHUNK_WAIT needs BLOCK_K2 \(16\) a multiple of BLOCK_I \(3\)"):
-            moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, 64, dt), config=dict(cfg, BLOCK_I=3, CHUNK_WAIT=True))
-
-
 @pytest.mark.parametrize("job", ["moe_pairs", "moe_decode", "moe_decode_tma", "moe_gate_up", "moe_down",
                                  "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "moe_gate_up_wide_tma",
                                  "moe_down_tma256", "route_grouped", "moe_group_sort",

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, counters, env_flag, interpreting, next_pow2
+from moelab.kernels import cdiv, chain_pdl, counters, interpreting, next_pow2
 from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, spin_asm
 from moelab.kernels.probe import now_ns, sm_id
 
@@ -47,9 +47,6 @@ def _moe_pairs_kernel(
     TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the next norm) as each program starts
     USE_PDL: tl.constexpr,  # launched with PDL (the router released it): wait before reading anything
     PROBE: tl.constexpr = False,  # per-program timestamps (benchmarks/probe_timeline.py)
-    CHUNK_WAIT: tl.constexpr = False,  # phase 2 waits per BLOCK_K2 chunk of a slot's rows, not for the whole slot
-    N_CH: tl.constexpr = 1,  # chunks of BLOCK_K2 rows per slot (CHUNK_WAIT), cdiv(I_MAX, BLOCK_K2)
-    IB_MAJOR: tl.constexpr = False,  # phase-1 programs in row-block-major order (all slots' block 0 first)
 ):
     pid = tl.program_id(0)
     if TRIGGER:
@@ -59,20 +56,15 @@ def _moe_pairs_kernel(
     if PROBE:  # the start: the wait returned (or the program began)
         tl.store(probe_ptr + pid * 4, now_ns(pid))
         tl.store(probe_ptr + pid * 4 + 3, sm_id(pid).to(tl.int64) * 2 + (pid >= N1).to(tl.int64))
-    # counters: [0, N1C) phase-1 blocks done per slot (CHUNK_WAIT: per slot and chunk, s·N_CH + c); N1C + hb: slots
-    # done for output block hb; N1C + N_HBLK: output blocks done (the last resets all).
+    # counters: [0, N_SLOTS) phase-1 blocks done per slot; N_SLOTS + hb: slots done for output block hb;
+    # N_SLOTS + N_HBLK: output blocks done (the last resets all).
     P: tl.constexpr = T * K
-    N1C: tl.constexpr = N_SLOTS * N_CH if CHUNK_WAIT else N_SLOTS
     # Phase-major: all phase-1 programs, then all phase-2 programs. (A slot-major order, each slot's phase 2
     # right after its phase 1, measured slower at every shape: docs/worklog.md.)
     q = tl.maximum(pid - N1, 0)
     phase1 = pid < N1
-    if IB_MAJOR:
-        s = tl.where(phase1, pid % N_SLOTS, q // N_HBLK)
-        ib = pid // N_SLOTS
-    else:
-        s = tl.where(phase1, pid // N_IBLK, q // N_HBLK)
-        ib = pid % N_IBLK
+    s = tl.where(phase1, pid // N_IBLK, q // N_HBLK)
+    ib = pid % N_IBLK
     hb = q % N_HBLK
     is_shared = s >= P
     t = tl.where(is_shared, s - P, s // K)
@@ -103,10 +95,7 @@ def _moe_pairs_kernel(
                     else:
                         tl.store(gw_ptr + t, 1.0)
             tl.debug_barrier()  # all threads' stores precede the release
-            if CHUNK_WAIT:
-                tl.atomic_add(cnt_ptr + s * N_CH + (ib * BLOCK_I) // BLOCK_K2, 1, sem="release", scope="gpu")
-            else:
-                tl.atomic_add(cnt_ptr + s, 1, sem="release", scope="gpu")
+            tl.atomic_add(cnt_ptr + s, 1, sem="release", scope="gpu")
     else:
         # ---------------- phase 2: down projection of one slot for BLOCK_H outputs ----------------
         offs_h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
@@ -117,10 +106,7 @@ def _moe_pairs_kernel(
         kmask = offs_k < I_s
         w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
                     other=0.0, eviction_policy="evict_first")  # in flight before we wait
-        if CHUNK_WAIT:  # the blocks of chunk 0: rows [0, min(BLOCK_K2, I_s)) in blocks of BLOCK_I
-            I_ready = _wait_geq(cnt_ptr + s * N_CH, tl.cdiv(tl.minimum(BLOCK_K2, I_s), BLOCK_I), I_s, SPIN_ASM)
-        else:
-            I_ready = _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I), I_s, SPIN_ASM)
+        I_ready = _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I), I_s, SPIN_ASM)
         if PROBE:
             tl.store(probe_ptr + pid * 4 + 1, now_ns(I_ready))
         a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0, cache_modifier=".cg").to(tl.float32)
@@ -130,13 +116,7 @@ def _moe_pairs_kernel(
             kmask = offs_k < I_s
             w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
                         other=0.0, eviction_policy="evict_first")
-            if CHUNK_WAIT:  # this chunk's blocks: (k0 + BLOCK_K2 is a multiple of BLOCK_I: the launcher checks)
-                c = k0 // BLOCK_K2
-                n_c = tl.cdiv(tl.minimum(k0 + BLOCK_K2, I_s), BLOCK_I) - k0 // BLOCK_I
-                bound = _wait_geq(cnt_ptr + s * N_CH + c, n_c, I_s, SPIN_ASM)
-            else:
-                bound = I_ready
-            a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < bound, other=0.0,
+            a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0,
                         cache_modifier=".cg").to(tl.float32)
             acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
         # Routing weight of the slot; the shared expert's sigmoid gate was stored by its phase-1 block 0
@@ -144,7 +124,7 @@ def _moe_pairs_kernel(
         weight = tl.where(is_shared, tl.load(gw_ptr + t, mask=I_ready > 0, other=0.0, cache_modifier=".cg"), route_w)
         tl.store(part_ptr + s * H + offs_h, acc * weight, mask=hmask)
         tl.debug_barrier()
-        arrived = tl.atomic_add(cnt_ptr + N1C + hb, 1, sem="acq_rel", scope="gpu")
+        arrived = tl.atomic_add(cnt_ptr + N_SLOTS + hb, 1, sem="acq_rel", scope="gpu")
         if arrived == N_SLOTS - 1:
             # Last slot of this output block: sum partials in a fixed order, poison tokens with bad ids.
             offs_t = tl.arange(0, T_PAD)
@@ -163,12 +143,12 @@ def _moe_pairs_kernel(
             total = tl.where(bad[:, None], float("nan"), total)
             tl.store(out_ptr + offs_t[:, None] * s_ot + offs_h[None, :], total.to(out_ptr.dtype.element_ty),
                      mask=tmask[:, None] & hmask[None, :])
-            tl.store(cnt_ptr + N1C + hb, 0)
-            done = tl.atomic_add(cnt_ptr + N1C + N_HBLK, 1, sem="acq_rel", scope="gpu")
+            tl.store(cnt_ptr + N_SLOTS + hb, 0)
+            done = tl.atomic_add(cnt_ptr + N_SLOTS + N_HBLK, 1, sem="acq_rel", scope="gpu")
             if done == N_HBLK - 1:
                 offs_s = tl.arange(0, S_PAD)
-                tl.store(cnt_ptr + offs_s, tl.zeros((S_PAD,), dtype=tl.int32), mask=offs_s < N1C)
-                tl.store(cnt_ptr + N1C + N_HBLK, 0)
+                tl.store(cnt_ptr + offs_s, tl.zeros((S_PAD,), dtype=tl.int32), mask=offs_s < N_SLOTS)
+                tl.store(cnt_ptr + N_SLOTS + N_HBLK, 0)
     if PROBE:
         tl.debug_barrier()
         tl.store(probe_ptr + pid * 4 + 2, now_ns(pid))
@@ -237,13 +217,6 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     n_iblk = cdiv(i_max, cfg["BLOCK_I"])
     n_hblk = cdiv(H, cfg["BLOCK_H"])
     n1 = n_slots * n_iblk
-    # Session 19's A/B (MOELAB_PAIRS_CHUNK, MOELAB_PAIRS_IB): phase 2 waiting per chunk; phase 1 block-major.
-    chunk = bool(cfg.pop("CHUNK_WAIT", env_flag("MOELAB_PAIRS_CHUNK")))
-    ib_major = bool(cfg.pop("IB_MAJOR", env_flag("MOELAB_PAIRS_IB")))
-    if chunk and cfg["BLOCK_K2"] % cfg["BLOCK_I"]:
-        raise ValueError(f"CHUNK_WAIT needs BLOCK_K2 ({cfg['BLOCK_K2']}) a multiple of BLOCK_I ({cfg['BLOCK_I']})")
-    n_ch = cdiv(i_max, cfg["BLOCK_K2"]) if chunk else 1
-    n1c = n_slots * n_ch if chunk else n_slots
     act = torch.empty(n_slots, i_max, dtype=x.dtype, device=x.device)
     part = torch.empty(n_slots, H, dtype=torch.float32, device=x.device)
     gw = torch.empty(T, dtype=torch.float32, device=x.device)
@@ -251,12 +224,12 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
     _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](
         x, w13, w2, topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
-        act, part, gw, counters(x.device, n1c + n_hblk + 1, "moe"), out, probe if probe is not None else x,
+        act, part, gw, counters(x.device, n_slots + n_hblk + 1, "moe"), out, probe if probe is not None else x,
         H, I, IS, E, i_max,
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         T=T, K=k, K_PAD=next_pow2(k), T_PAD=next_pow2(T),
-        N_SLOTS=n_slots, S_PAD=next_pow2(n1c), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
+        N_SLOTS=n_slots, S_PAD=next_pow2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
         HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger, USE_PDL=pdl,
-        PROBE=probe is not None, CHUNK_WAIT=chunk, N_CH=n_ch, IB_MAJOR=ib_major, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
+        PROBE=probe is not None, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
     )
     return out

@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import check_device, next_pow2
+from moelab.kernels import chain_pdl, check_device, env_flag, next_pow2
 from moelab.ops.moe import _check_route_args
 
 _SCORING_CODE = {"softmax": 0, "topk_softmax": 1, "sigmoid": 2}
@@ -95,7 +95,10 @@ def _route_kernel(
     K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
     SCORING: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
     N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr,
+    TRIGGER: tl.constexpr = False,  # release a PDL-launched next kernel (the experts) as each program starts
 ):
+    if TRIGGER:  # the experts' kernel waits for this one's completion in hardware (gdc_wait) before reading the ids
+        tl.extra.cuda.gdc_launch_dependents()
     t = tl.program_id(0)
     offs = tl.arange(0, E_PAD)
     valid = offs < E
@@ -145,6 +148,8 @@ def route(
         E, router_logits.stride(0), float(scaling),
         K=k, K_PAD=next_pow2(k), E_PAD=e_pad, SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize),
         HAS_BIAS=correction_bias is not None, N_GROUP=n_group, TOPK_GROUP=topk_group,
+        # Session 19's A/B (MOELAB_ROUTE_TRIGGER): the experts' kernel after it is PDL-launched up to chain_pdl's rows.
+        TRIGGER=chain_pdl(router_logits.device, T) and env_flag("MOELAB_ROUTE_TRIGGER"),
         num_warps=1 if e_pad <= 128 else 4,
     )
     return w, ids
