@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CU    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CV    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -790,6 +790,16 @@ case "${1:?stage A to G}" in
     run gpu-tests 90 env MOELAB_ROUTE_TRIGGER=1 python -m pytest tests/kernels/test_moe.py -k "route or block or pairs" -q -p no:cacheprovider --tb=short -rf
     run sweep-trigger 220 python benchmarks/sweep_moe.py --mode block --route-trigger --shapes qwen3,qwen35 --tokens 1,2,4,8,16 --samples 15
     run probe-mm 120 python benchmarks/probe_grouped_mm.py --tokens 64,256
+    # Won a little (sweep-moe-block-trigger-...T1818, two passes): Qwen3-30B-A3B T=1 26.27 -> 25.52 us, T=2 42.35 ->
+    # 41.94, T=4 a tie, T=8 119.9 -> 119.2; Qwen3.5 T=1 24.22 -> 22.88, T=2 35.4 -> 34.9; T=16 with the chain to 16
+    # rows 216.1 -> 214.5 (the trigger alone a tie there). The default since (no switch). probe-mm: T=64 gate/up 193.9,
+    # down 100.4 us (89.5 and 86.5 % of their streams), T=256 199.4 and 106.7.
+    ;;
+  CV) # session 19: the MoE records with the route kernel's trigger (the default now), and its GPU tests
+    run gpu-tests 90 python -m pytest tests/kernels/test_moe.py -k "route or block or pairs" -q -p no:cacheprovider --tb=short -rf
+    run bench-moe 150 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    run bench-moe-35 110 python -m moelab bench moe --model qwen3.5-35b-a3b --tokens 1,2,4,8,16 --samples 10 --save
+    run bench-moe-35tp 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -275,7 +275,7 @@ SM90_JOBS = {
                       {"logits_ptr": "*fp32", "bias_ptr": "*fp32", "w_ptr": "*fp32", "ids_ptr": "*i32",
                        "scaling": "fp32"},
                       {"K": 8, "K_PAD": 8, "E_PAD": 256, "SCORING": 2, "RENORM": True, "HAS_BIAS": True,
-                       "N_GROUP": 8, "TOPK_GROUP": 4},
+                       "N_GROUP": 8, "TOPK_GROUP": 4, "TRIGGER": False},
                       []),
     "router": ("router", "_router_kernel",
                {"x_ptr": "*bf16", "w_ptr": "*bf16", "bias_ptr": "*fp32", "logits_ptr": "*fp32", "tw_ptr": "*fp32",
@@ -307,6 +307,10 @@ for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):
 for _name in ("attention_split", "attention_split_kv"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name + "_merge"] = (_module, _kernel, _types, dict(_consts, MERGE=True, BLOCK_S=4), *_rest)
+# The route kernel in the PDL chain (T ≤ CHAIN_MAX_T): softmax top-8 of 128 experts, releasing the experts' kernel.
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["route_grouped"]
+SM90_JOBS["route_trigger"] = (_module, _kernel, _types, dict(_consts, E_PAD=128, SCORING=0, HAS_BIAS=False, N_GROUP=1,
+                                                             TOPK_GROUP=1, TRIGGER=True), *_rest)
 # The router at 16 rows, outside the PDL chain: nothing released early. Otherwise "router_t8"'s launch.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["router_t8"]
 SM90_JOBS["router_t16"] = (_module, _kernel, _types, dict(_consts, T_PAD=16, BLOCK_H=1024, TRIGGER=False), *_rest)

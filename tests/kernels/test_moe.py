@@ -472,6 +472,18 @@ def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):
             assert rel(a, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
 
 
+def test_route_releases_the_experts_kernel_in_the_chain(sm90):
+    """Up to CHAIN_MAX_T rows the route kernel releases the PDL-launched experts' kernel before anything else (its
+    first load); it never waits itself (what it reads was written before the experts' graph node); a route() call on
+    a non-Hopper device or under the interpreter passes TRIGGER=False (chain_pdl), so the PTX above is the only form
+    that carries the instruction."""
+    assert "error" not in sm90["route_trigger"], sm90["route_trigger"].get("error")
+    ptx = sm90["route_trigger"]["ptx"]
+    assert ptx.index("griddepcontrol.launch_dependents") < ptx.index("ld.global")
+    assert "griddepcontrol.wait" not in ptx
+    assert "griddepcontrol" not in sm90["route_grouped"]["ptx"]  # TRIGGER off: a plain kernel
+
+
 @pytest.mark.parametrize("job", ["moe_pairs", "moe_decode", "moe_decode_tma", "moe_gate_up", "moe_down",
                                  "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "moe_gate_up_wide_tma",
                                  "moe_down_tma256", "route_grouped", "moe_group_sort",

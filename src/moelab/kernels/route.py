@@ -4,6 +4,7 @@ Napkin math (per token): reads E logits (E·4 B), writes k weights + k ids (8k B
 At decode sizes this kernel is pure latency (a few µs of launch, ~nothing of bandwidth): what matters
 is that it is one launch, not the five of softmax + topk + sum + div + cast.
 One program per token; top-k by k rounds of arg-max, ties to the lower index (as torch.topk here).
+Up to chain_pdl's rows it releases the PDL-launched experts' kernel as it starts (`gdc_launch_dependents`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import chain_pdl, check_device, env_flag, next_pow2
+from moelab.kernels import chain_pdl, check_device, next_pow2
 from moelab.ops.moe import _check_route_args
 
 _SCORING_CODE = {"softmax": 0, "topk_softmax": 1, "sigmoid": 2}
@@ -148,8 +149,11 @@ def route(
         E, router_logits.stride(0), float(scaling),
         K=k, K_PAD=next_pow2(k), E_PAD=e_pad, SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize),
         HAS_BIAS=correction_bias is not None, N_GROUP=n_group, TOPK_GROUP=topk_group,
-        # Session 19's A/B (MOELAB_ROUTE_TRIGGER): the experts' kernel after it is PDL-launched up to chain_pdl's rows.
-        TRIGGER=chain_pdl(router_logits.device, T) and env_flag("MOELAB_ROUTE_TRIGGER"),
+        # The experts' kernel after it is PDL-launched up to chain_pdl's rows: released as this one starts, its grid is
+        # resident when the ids land. Route + experts graph-replayed on the H200 (session 19, sweep_moe.py --mode
+        # block --route-trigger, sweep-moe-block-trigger-…T1818): Qwen3-30B-A3B T=1 26.3 → 25.5 µs, T=2 42.4 → 41.9,
+        # T=8 119.9 → 119.2, T=4 a tie; Qwen3.5-35B-A3B T=1 24.2 → 22.9; beyond chain_pdl's rows nothing changes.
+        TRIGGER=chain_pdl(router_logits.device, T),
         num_warps=1 if e_pad <= 128 else 4,
     )
     return w, ids
