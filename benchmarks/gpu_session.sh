@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CV    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CW    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -800,6 +800,13 @@ case "${1:?stage A to G}" in
     run bench-moe 150 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     run bench-moe-35 110 python -m moelab bench moe --model qwen3.5-35b-a3b --tokens 1,2,4,8,16 --samples 10 --save
     run bench-moe-35tp 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
+    ;;
+  CW) # session 19: routing and grouping in one program on the grouped path (MOELAB_ROUTE_GROUP, `route_group`; T*k <=
+      # 1,024 and a [T, E] tile <= 8,192 logits: T=17..64 at E=128). trace-moe-...T145805 at T=64: route 3.4 + grouping
+      # 3.6 us of advance. Predicted T=32/64 -2..-3 us alone, batch 32 -0.1 ms per token (48 layers).
+    run gpu-tests 120 env MOELAB_ROUTE_GROUP=1 python -m pytest tests/kernels/test_moe.py tests/engine/test_parity.py -k "one_launch or one_program or moe_block or grouped or gpu or bf16" -q -p no:cacheprovider --tb=short -rf
+    run sweep-rg 150 python benchmarks/sweep_moe.py --mode block --route-group --shapes qwen3,qwen35 --tokens 32,64 --samples 15
+    run ab-b32 200 python benchmarks/ab_chain.py --batch 32 --rounds 3 --new-tokens 64 --variants base,rg=MOELAB_ROUTE_GROUP
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
