@@ -804,6 +804,10 @@ case "${1:?stage A to G}" in
   CW) # session 19: routing and grouping in one program on the grouped path (MOELAB_ROUTE_GROUP, `route_group`; T*k <=
       # 1,024 and a [T, E] tile <= 8,192 logits: T=17..64 at E=128). trace-moe-...T145805 at T=64: route 3.4 + grouping
       # 3.6 us of advance. Predicted T=32/64 -2..-3 us alone, batch 32 -0.1 ms per token (48 layers).
+      # Lost (sweep-moe-block-rg-...T1857, two passes): Qwen3 T=32 269.3 -> 277.0 us, T=64 303.9 -> 324.1; Qwen3.5
+      # T=32 312.5 -> 320.2 (T=64 outside its tile: the same launches); batch 32 14.8 -> 15.2 ms (ab-chain-...T185825).
+      # One program's k arg-max rounds over a [64, 128] tile cost far more than 64 route programs side by side.
+      # Removed (code in e9ea685); the gpu-tests step ran out of its 120 s in the engine tests (42 passed, none failed).
     run gpu-tests 120 env MOELAB_ROUTE_GROUP=1 python -m pytest tests/kernels/test_moe.py tests/engine/test_parity.py -k "one_launch or one_program or moe_block or grouped or gpu or bf16" -q -p no:cacheprovider --tb=short -rf
     run sweep-rg 150 python benchmarks/sweep_moe.py --mode block --route-group --shapes qwen3,qwen35 --tokens 32,64 --samples 15
     run ab-b32 200 python benchmarks/ab_chain.py --batch 32 --rounds 3 --new-tokens 64 --variants base,rg=MOELAB_ROUTE_GROUP

@@ -68,9 +68,6 @@ def main() -> None:
     ap.add_argument("--route-trigger", action="store_true",
                     help="block mode: route + the default experts' path (pairs or census) with and without the route "
                          "kernel releasing the PDL-launched experts' kernel as it starts (MOELAB_ROUTE_TRIGGER)")
-    ap.add_argument("--route-group", action="store_true",
-                    help="block mode: moe_block with and without routing and grouping in one launch "
-                         "(MOELAB_ROUTE_GROUP; the grouped path, T·k ≤ 1,024)")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -191,10 +188,6 @@ def main() -> None:
                 # (Until session 15 the T=1 kernel without partials, `moe_t1`, was timed here beside it at the shard:
                 # 15.7 against the pair kernel's 13.0 µs, sweep-moe-block-shard-…T2134; it was removed.)
                 grid = [dict(ROUTE="kernel")]
-                if a.route_group:
-                    # Session 19: trace-moe-…T145805 at T=64: route 3.4 + grouping 3.6 µs of advance before the GEMMs.
-                    # Predicted T=32/64 -2..-3 µs (one launch and its ramp fewer).
-                    grid = [dict(ROUTE="block", RG=False), dict(ROUTE="block", RG=True)]
                 if a.route_trigger:
                     # Session 19: the route kernel does not call gdc_launch_dependents, so the PDL-launched experts'
                     # kernel is dispatched only as it exits; the engine's fused router releases it as it starts.
@@ -209,9 +202,6 @@ def main() -> None:
                 def f(x, w13, w2, tw, ids, lg, cfg=cfg):
                     if a.mode == "block":  # routing counted in (the route kernel, then the experts)
                         c = {k_: v for k_, v in cfg.items() if k_ != "ROUTE"}
-                        if "RG" in cfg:  # read by moe_block at launch, so at the graph's capture
-                            os.environ["MOELAB_ROUTE_GROUP"] = "1" if cfg["RG"] else "0"
-                            return ops.get("moe_block", "moelab")(x, lg, w13, w2, k, True, sh, out=torch.empty_like(x))[0]
                         if "TRIGGER" in cfg:  # read by route() at launch, so at the graph's capture
                             os.environ["MOELAB_ROUTE_TRIGGER"] = "1" if cfg["TRIGGER"] else "0"
                             os.environ["MOELAB_CHAIN_MAX_T"] = str(cfg.get("CHAIN", CHAIN_MAX_T))

@@ -311,12 +311,6 @@ for _name in ("attention_split", "attention_split_kv"):
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["route_grouped"]
 SM90_JOBS["route_trigger"] = (_module, _kernel, _types, dict(_consts, E_PAD=128, SCORING=0, HAS_BIAS=False, N_GROUP=1,
                                                              TOPK_GROUP=1, TRIGGER=True), *_rest)
-# Routing and grouping in one program (`route_group`, MOELAB_ROUTE_GROUP): T=64, top-8 of 128, 16-row tiles.
-SM90_JOBS["moe_route_group"] = ("moe_grouped", "_route_group_kernel",
-                                {"logits_ptr": "*fp32", "tw_ptr": "*fp32", "ids_ptr": "*i32", "order_ptr": "*i32",
-                                 "start_ptr": "*i32", "count_ptr": "*i32", "cum_tiles_ptr": "*i32"},
-                                {"K": 8, "K_PAD": 8, "T_PAD": 64, "E_PAD": 128, "RENORM": True, "BM": 16},
-                                [], {"num_warps": 8})
 # The router at 16 rows, outside the PDL chain: nothing released early. Otherwise "router_t8"'s launch.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["router_t8"]
 SM90_JOBS["router_t16"] = (_module, _kernel, _types, dict(_consts, T_PAD=16, BLOCK_H=1024, TRIGGER=False), *_rest)

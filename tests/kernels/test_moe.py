@@ -212,47 +212,6 @@ def test_moe_block_fused_routing(T, renorm, shared):
     assert rel(out, ref) <= TOL[torch.float32]
 
 
-@pytest.mark.parametrize("T,E,k,renorm,shared", [(40, 16, 4, True, None), (37, 60, 6, False, (24, True)),
-                                                 (128, 64, 8, True, None)])
-def test_moe_block_routes_and_groups_in_one_launch(monkeypatch, T, E, k, renorm, shared):
-    """MOELAB_ROUTE_GROUP: on the grouped path up to GROUP_FUSED_MAX_P pairs `moe_block` routes and groups in one
-    program (`route_group`). Its routing is `route`'s (ids equal, weights to 1e-6), its grouping `group_pairs`' torch
-    form exactly (T and k not powers of two, E=60, the last case at 1,024 pairs), and the output the reference's."""
-    from moelab.kernels.moe import default_path
-    from moelab.kernels.moe_grouped import grouped_config, group_pairs, route_group
-    from moelab.ops.moe import moe_block, moe_block_reference
-    H, I = 48, 40
-    assert default_path(T, k) == "grouped"
-    x, w13, w2, _, _, sh = make(T, E, H, I, k, torch.float32, seed=T, shared=shared)
-    logits = torch.randn(T, E, generator=torch.Generator().manual_seed(T + 1)).to(DEV)
-    ref, wr, ir = moe_block_reference(x, logits, w13, w2, k, renorm, sh)
-    bm = grouped_config(T * k, E, H, I)["BLOCK_M"]
-    w, ids, grouping = route_group(logits, k, renorm, bm)
-    assert torch.equal(ids.long().cpu(), ir.long().cpu()) and rel(w, wr) < 1e-6
-    for got, want in zip(grouping, group_pairs(ids, E, bm, fused=False)):
-        assert torch.equal(got.cpu(), want.cpu())
-    monkeypatch.setenv("MOELAB_ROUTE_GROUP", "1")
-    import moelab.kernels.route as route_mod
-
-    def no_route(*a, **kw):
-        raise AssertionError("moe_block launched the route kernel")
-    monkeypatch.setattr(route_mod, "route", no_route)  # the one launch, not route + grouping
-    out, w2_, ids2 = moe_block(x, logits, w13, w2, k, renorm, sh)
-    assert torch.equal(ids2.cpu(), ids.cpu()) and torch.equal(w2_.cpu(), w.cpu())
-    assert rel(out, ref) <= TOL[torch.float32]
-
-
-def test_route_group_refuses_what_one_program_cannot_hold():
-    """More pairs than one program sorts, or a logits tile past ROUTE_GROUP_MAX_TILE: a clear error (moe_block then
-    takes route + the grouping instead)."""
-    from moelab.kernels.moe_grouped import route_group, route_group_fits
-    for T, E, k in [(129, 16, 8), (128, 128, 4)]:
-        assert not route_group_fits(T, k, E)
-        with pytest.raises(ValueError, match=f"got T={T}, E={E}, k={k}"):
-            route_group(torch.zeros(T, E, device=DEV), k, True, 16)
-    assert route_group_fits(64, 8, 128) and route_group_fits(128, 8, 64)
-
-
 @pytest.mark.parametrize("shared", [None, (24, True)])
 def test_decode_tensor_core_form_at_t1(shared):
     """The census kernel's tensor-core form (BLOCK_T=16) with a single token, as the T=1 sweep tries it
@@ -528,8 +487,7 @@ def test_route_releases_the_experts_kernel_in_the_chain(sm90):
 @pytest.mark.parametrize("job", ["moe_pairs", "moe_decode", "moe_decode_tma", "moe_gate_up", "moe_down",
                                  "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "moe_gate_up_wide_tma",
                                  "moe_down_tma256", "route_grouped", "moe_group_sort",
-                                 "moe_sum_k", "moe_group_count", "moe_group_scan", "moe_group_place",
-                                 "moe_route_group"])
+                                 "moe_sum_k", "moe_group_count", "moe_group_scan", "moe_group_place"])
 def test_compiles_for_sm90(sm90, job):
     """The interpreter cannot see compile-only errors (a name bound in one branch of a runtime `if` passed it
     here and failed on the H200 once): every MoE kernel must also compile for sm_90 on the CPU."""
@@ -542,7 +500,7 @@ def test_compiles_for_sm90(sm90, job):
     if job in ("moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide_tma", "moe_down_tma256"):  # (the last two: T=4096)
         assert "cp.async.bulk.tensor" in ptx  # the tiles come by TMA
     if job.startswith("moe_") and job not in grouped + ("moe_group_sort", "moe_sum_k", "moe_group_count", "moe_group_scan",
-                                                                 "moe_group_place", "moe_route_group"):
+                                                                 "moe_group_place"):
         assert "atom" in ptx or "red." in ptx  # the phase counters are real atomics
     if job == "moe_decode_tma":
         assert "cp.async.bulk.tensor" in ptx  # the weight tiles come by TMA, not by per-thread loads

@@ -121,7 +121,6 @@ class MoE:
         self.route, self.fused_moe = ops.get("route", impl), ops.get("fused_moe", impl)
         # Decode: the router logits and the routing in one launch (moelab); prefill: a GEMM, then `route`.
         self.fused_router = ops.get("router", impl) if impl == "moelab" else None
-        self.moe_block = ops.get("moe_block", impl) if impl == "moelab" else None  # above it: route (+ grouping), experts
         self.dense = dense_for(impl)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -135,8 +134,6 @@ class MoE:
             # went 8.24 → 8.18 ms per token with moelab's (H200, session 8, ab-chain-…T213813) before the fused router
             # took batch 8 over (kernels/router.py).
             logits = self.dense(x, self.router)  # [T, E]
-            if self.moe_block is not None:
-                return self.moe_block(x, logits, self.w13, self.w2, k, renorm, self.shared)[0]
             weights, ids = self.route(logits, k, "softmax", renorm)  # [T, k]
         return self.fused_moe(x, self.w13, self.w2, weights, ids, self.shared)
 

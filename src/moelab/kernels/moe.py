@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from moelab.kernels import check_device, env_flag
+from moelab.kernels import check_device
 from moelab.ops.moe import check_moe_args
 
 # Census-decode vs grouped, in T·k pairs. Measured on the H200 (bench-moe, 2026-12-01, Qwen3-30B-A3B): census
@@ -31,21 +31,13 @@ PAIRS_MAX_T = 4
 PATHS = ("pairs", "decode", "grouped")
 
 
-def default_path(T: int, k: int) -> str:
-    """The path `fused_moe` takes for T tokens of top-k: by `PAIRS_MAX_T` and `DECODE_MAX_PAIRS`."""
-    if T <= PAIRS_MAX_T:
-        return "pairs"
-    return "decode" if T * k <= DECODE_MAX_PAIRS else "grouped"
-
-
 def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, validate: bool | None = None,
-              path: str | None = None, grouping=None):
+              path: str | None = None):
     """Fused routed-SwiGLU MoE; contract as `moelab.ops.moe.fused_moe_reference`.
 
     validate: check expert ids on the host (a sync). Default: yes, except under CUDA-graph capture, where
     an out-of-range id instead turns its token's output row into NaN inside the kernel.
     path: force one of PATHS (benchmarks and tests); default by `PAIRS_MAX_T` and `DECODE_MAX_PAIRS`.
-    grouping: the grouped path's (order, start, count, cum_tiles) of these ids, made by `route_group` (`moe_block`).
     """
     capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
     check_moe_args(x, w13, w2, topk_weights, topk_ids, shared, check_ids=(not capturing) if validate is None else validate)
@@ -64,10 +56,12 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
         raise ValueError(f"out must be [{T}, {H}] {x.dtype} on {x.device}, contiguous in its last dimension")
     if T == 0:
         return out
+    pairs = T * topk_ids.shape[1]
     if path is None:
-        path = default_path(T, topk_ids.shape[1])
-    if grouping is not None and path != "grouped":
-        raise ValueError(f"fused_moe: a grouping is for the grouped path, not {path!r}")
+        if T <= PAIRS_MAX_T:
+            path = "pairs"
+        else:
+            path = "decode" if pairs <= DECODE_MAX_PAIRS else "grouped"
     if path == "pairs":
         from moelab.kernels.moe_pairs import moe_pairs
         return moe_pairs(x, w13, w2, topk_weights, topk_ids, shared, out=out)
@@ -76,7 +70,7 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
         return moe_decode(x, w13, w2, topk_weights, topk_ids, shared, out=out)
     if path == "grouped":
         from moelab.kernels.moe_grouped import moe_grouped
-        return moe_grouped(x, w13, w2, topk_weights, topk_ids, shared, out=out, grouping=grouping)
+        return moe_grouped(x, w13, w2, topk_weights, topk_ids, shared, out=out)
     raise ValueError(f"path must be one of {PATHS}, not {path!r}")
 
 
@@ -93,15 +87,5 @@ def moe_block(x, router_logits, w13, w2, k: int, renormalize: bool = True, share
     if router_logits.dim() != 2 or router_logits.shape[0] != x.shape[0] or router_logits.shape[1] != w13.shape[0]:
         raise ValueError(f"router_logits must be [T={x.shape[0]}, E={w13.shape[0]}], got {tuple(router_logits.shape)}")
     _check_route_args(router_logits, k, "softmax", None, 1, 1)
-    T = x.shape[0]
-    if T and default_path(T, k) == "grouped" and env_flag("MOELAB_ROUTE_GROUP"):
-        from moelab.kernels.moe_grouped import grouped_config, route_group, route_group_fits
-        if route_group_fits(T, k, w13.shape[0]):  # routing and grouping in one launch (`route_group`), one fewer
-            check_device(router_logits, "moe_block: router_logits")
-            if router_logits.stride(1) != 1:
-                raise ValueError("router_logits must be contiguous along the expert dimension")
-            bm = grouped_config(T * k, w13.shape[0], x.shape[1], w2.shape[-1])["BLOCK_M"]
-            w, ids, grouping = route_group(router_logits, k, renormalize, bm)
-            return fused_moe(x, w13, w2, w, ids, shared, out=out, validate=False, grouping=grouping), w, ids
     w, ids = route(router_logits, k, "softmax", renormalize)
     return fused_moe(x, w13, w2, w, ids, shared, out=out), w, ids

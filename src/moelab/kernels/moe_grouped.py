@@ -26,7 +26,6 @@ import triton.language as tl
 
 from moelab.kernels import cdiv, next_pow2
 from moelab.kernels import dot_precision as _prec
-from moelab.kernels.route import _route_rows
 
 
 @triton.jit
@@ -59,52 +58,15 @@ def _group_sort_kernel(ids_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, 
     offs = tl.arange(0, P_PAD)
     ids = tl.load(ids_ptr + offs, mask=offs < P, other=-1)
     valid = (offs < P) & (ids >= 0) & (ids < E)
-    _group_store(ids, offs, valid, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, E, BM, E_PAD, P_PAD)
-
-
-@triton.jit
-def _group_store(ids, pair, valid, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, E,
-                 BM: tl.constexpr, E_PAD: tl.constexpr, KEY_PAD: tl.constexpr):
-    """count, start, cum_tiles and order (see `_group_sort_kernel`) from a 1-D tile of KEY_PAD ids with their pair
-    indices (< KEY_PAD, unique) and validity."""
     count = tl.histogram(tl.where(valid, ids, 0), E_PAD, mask=valid)
     offs_e = tl.arange(0, E_PAD)
     emask = offs_e < E
     tl.store(count_ptr + offs_e, count, mask=emask)
     tl.store(start_ptr + offs_e, tl.cumsum(count, axis=0) - count, mask=emask)
     tl.store(cum_tiles_ptr + offs_e, tl.cumsum((count + BM - 1) // BM, axis=0), mask=emask)
-    keys = tl.sort(tl.where(valid, ids * KEY_PAD + pair, E_PAD * KEY_PAD))
+    keys = tl.sort(tl.where(valid, ids * P_PAD + offs, E_PAD * P_PAD))
     n_valid = tl.sum(valid.to(tl.int32), axis=0)
-    offs = tl.arange(0, KEY_PAD)
-    tl.store(order_ptr + offs, keys % KEY_PAD, mask=offs < n_valid)
-
-
-@triton.jit
-def _route_group_kernel(logits_ptr, tw_ptr, ids_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, T, E, s_lt,
-                        K: tl.constexpr, K_PAD: tl.constexpr, T_PAD: tl.constexpr, E_PAD: tl.constexpr,
-                        RENORM: tl.constexpr, BM: tl.constexpr):
-    """Softmax top-k routing of all T tokens and their grouping, in one program (`moe_block`'s grouped path up to
-    GROUP_FUSED_MAX_P pairs): `route`'s formulas on a [T_PAD, E_PAD] tile of logits (every token's k arg-max rounds
-    side by side), the weights and ids stored as `route` gives them, then `_group_store` on the [T_PAD·K_PAD] ids in
-    registers, pair index t·K + j (padding columns and rows invalid: counted and placed nowhere).
-    Napkin math at T=64, E=128, k=8: 32 KB of logits read, 4 KB of routing and ~3 KB of grouping written; it saves
-    the route kernel's launch (~3.4 µs of advance a layer at T=64, trace-moe-…T145805)."""
-    offs_t = tl.arange(0, T_PAD)
-    offs_e = tl.arange(0, E_PAD)
-    valid_e = offs_e < E
-    tmask = offs_t < T
-    x = tl.load(logits_ptr + offs_t[:, None] * s_lt + offs_e[None, :], mask=tmask[:, None] & valid_e[None, :],
-                other=0.0).to(tl.float32)
-    x = tl.where(valid_e[None, :], x, -float("inf"))  # rows past T: zeros (finite softmax), never stored
-    vals, ids = _route_rows(x, offs_e, valid_e, logits_ptr, 1.0, K, K_PAD, E_PAD, 0, RENORM, False, 1, 1)
-    kk = tl.arange(0, K_PAD)
-    m2 = tmask[:, None] & (kk[None, :] < K)
-    tl.store(tw_ptr + offs_t[:, None] * K + kk[None, :], vals, mask=m2)
-    tl.store(ids_ptr + offs_t[:, None] * K + kk[None, :], ids, mask=m2)
-    pair = tl.reshape(offs_t[:, None] * K + kk[None, :], (T_PAD * K_PAD,))
-    flat = tl.reshape(ids, (T_PAD * K_PAD,))
-    ok = tl.reshape(m2, (T_PAD * K_PAD,))
-    _group_store(flat, pair, ok, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, E, BM, E_PAD, T_PAD * K_PAD)
+    tl.store(order_ptr + offs, keys % P_PAD, mask=offs < n_valid)
 
 
 @triton.jit
@@ -407,38 +369,7 @@ def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int |
     return order, start, count, cum_tiles
 
 
-# The [T_PAD, E_PAD] logits tile `_route_group_kernel` holds: at 64 × 128 no spill on 8 warps (255 registers) or 16
-# (128); at 128 × 128 it spills ~1-2.5 KB per thread on 8 or 16 warps (ptxas sm_90, Triton 3.9).
-ROUTE_GROUP_MAX_TILE = 8192
-
-
-def route_group_fits(T: int, k: int, E: int) -> bool:
-    """Whether `route_group` takes T tokens of top-k over E experts: the pairs one program sorts, the logits it holds."""
-    return group_fused(T * k) and next_pow2(T) * next_pow2(E) <= ROUTE_GROUP_MAX_TILE
-
-
-def route_group(router_logits: torch.Tensor, k: int, renormalize: bool, bm: int):
-    """(topk_weights [T, k] fp32, topk_ids [T, k] int32, (order, start, count, cum_tiles)): softmax top-k routing as
-    `route` gives it, and `group_pairs` of its ids for token tiles of bm rows, in one launch (`_route_group_kernel`),
-    for T·k ≤ GROUP_FUSED_MAX_P. Args checked by the caller (`moe_block`)."""
-    T, E = router_logits.shape
-    P = T * k
-    if not route_group_fits(T, k, E):
-        raise ValueError(f"route_group: one program routes a [T, E] tile of at most {ROUTE_GROUP_MAX_TILE} logits "
-                         f"(padded to powers of two) and groups at most {GROUP_FUSED_MAX_P} pairs, got T={T}, E={E}, "
-                         f"k={k}")
-    dev = router_logits.device
-    tw = torch.empty(T, k, dtype=torch.float32, device=dev)
-    ids = torch.empty(T, k, dtype=torch.int32, device=dev)
-    buf = torch.empty(P + 3 * E, dtype=torch.int32, device=dev)
-    grouping = buf[:P], buf[P:P + E], buf[P + E:P + 2 * E], buf[P + 2 * E:]
-    _route_group_kernel[(1,)](router_logits, tw, ids, *grouping, T, E, router_logits.stride(0), K=k,
-                              K_PAD=next_pow2(k), T_PAD=next_pow2(T), E_PAD=next_pow2(E), RENORM=bool(renormalize),
-                              BM=bm, num_warps=8 if next_pow2(T) * next_pow2(E) <= 4096 else 16)
-    return tw, ids, grouping
-
-
-def _experts_pass(x, w13, w2, weights, ids, cfg, grouping=None) -> torch.Tensor:
+def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     """y[T·k, H] (fp32, or x's dtype with Y_LOWP): each (token, slot) pair's weighted expert output."""
     T, H = x.shape
     E, I2, _ = w13.shape
@@ -450,8 +381,8 @@ def _experts_pass(x, w13, w2, weights, ids, cfg, grouping=None) -> torch.Tensor:
     if extra:  # said before anything launches: the grid and the token tiles are shared with the gate/up GEMM
         raise ValueError(f"grouped config DOWN: only BLOCK_N, BLOCK_K, num_warps, num_stages may differ from the "
                          f"gate/up GEMM's, got {sorted(extra)}")
-    order, start, count, cum_tiles = grouping if grouping is not None else group_pairs(
-        ids, E, bm, fused=cfg.get("GROUP_FUSED", True), chunk=cfg.get("GROUP_CHUNK"))
+    order, start, count, cum_tiles = group_pairs(ids, E, bm, fused=cfg.get("GROUP_FUSED", True),
+                                                 chunk=cfg.get("GROUP_CHUNK"))
     if cfg.get("GEMM", "triton") == "grouped_mm":
         return _experts_pass_grouped_mm(x, w13, w2, weights, order, count, k)
     max_tiles = cdiv(P, bm) + E
@@ -524,15 +455,13 @@ def _experts_pass_grouped_mm(x, w13, w2, weights, order, count, k) -> torch.Tens
     return y
 
 
-def moe_grouped(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, config: dict | None = None,
-                grouping=None):
-    """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]. grouping: the routed
-    pairs' (order, start, count, cum_tiles) for this config's BLOCK_M, already made (`route_group`)."""
+def moe_grouped(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, config: dict | None = None):
+    """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]."""
     T, H = x.shape
     k = topk_ids.shape[1]
     topk_ids = topk_ids.contiguous()  # _group_sort_kernel and _sum_k_kernel index it as [T, k] rows
     cfg = dict(grouped_config(T * k, w13.shape[0], H, w2.shape[2]), **(config or {}))
-    y = _experts_pass(x, w13, w2, topk_weights, topk_ids, cfg, grouping)
+    y = _experts_pass(x, w13, w2, topk_weights, topk_ids, cfg)
     extra = None
     if shared is not None:
         # The shared expert is a one-expert MoE that every token takes, weighted by its sigmoid gate.
