@@ -238,7 +238,7 @@ def moe_block_reference(x, router_logits, w13, w2, k, renormalize=True, shared=N
 
 
 def moe_block(x, router_logits, w13, w2, k, renormalize=True, shared=None, *, out=None):
-    """moelab's routed MoE block: routing fused into the expert kernel at the smallest T (one launch)."""
+    """moelab's routed MoE block: the route kernel, then `fused_moe` (two launches; kernels.moe.moe_block)."""
     from moelab.kernels.moe import moe_block as _moe_block
     return _moe_block(x, router_logits, w13, w2, k, renormalize, shared, out=out)
 
