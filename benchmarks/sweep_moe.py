@@ -65,9 +65,9 @@ def main() -> None:
     ap.add_argument("--whole2", action="store_true",
                     help="pairs mode: the default and phase-2 tiles that request a program's whole w2 slice before "
                          "its wait (BLOCK_K2 >= I)")
-    ap.add_argument("--route-trigger", action="store_true",
-                    help="block mode: route + the default experts' path (pairs or census) with and without the route "
-                         "kernel releasing the PDL-launched experts' kernel as it starts (MOELAB_ROUTE_TRIGGER)")
+    ap.add_argument("--chain", action="store_true",
+                    help="block mode: route + the default experts' path (pairs or census), and above CHAIN_MAX_T rows "
+                         "also with the PDL chain extended to T (MOELAB_CHAIN_MAX_T)")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -188,13 +188,11 @@ def main() -> None:
                 # (Until session 15 the T=1 kernel without partials, `moe_t1`, was timed here beside it at the shard:
                 # 15.7 against the pair kernel's 13.0 µs, sweep-moe-block-shard-…T2134; it was removed.)
                 grid = [dict(ROUTE="kernel")]
-                if a.route_trigger:
-                    # Session 19: the route kernel does not call gdc_launch_dependents, so the PDL-launched experts'
-                    # kernel is dispatched only as it exits; the engine's fused router releases it as it starts.
-                    # Predicted T=1..16 -0.3..-1 us (the experts' grid resident at the route's end).
-                    grid = [dict(ROUTE="kernel", TRIGGER=False), dict(ROUTE="kernel", TRIGGER=True)]
-                    if T > 8:  # beyond CHAIN_MAX_T the census kernel is not PDL-launched: both, with the chain to T
-                        grid.append(dict(ROUTE="kernel", TRIGGER=True, CHAIN=T))
+                if a.chain:
+                    # Session 19 (stage CU, as --route-trigger, which also timed the route kernel without its release
+                    # of the experts' kernel, since the default): beyond CHAIN_MAX_T the census kernel is not
+                    # PDL-launched; with the chain to T rows, T=16 216.1 -> 214.5 us (sweep-moe-block-trigger-…T1818).
+                    grid = [dict(ROUTE="kernel", CHAIN=CHAIN_MAX_T)] + ([dict(ROUTE="kernel", CHAIN=T)] if T > CHAIN_MAX_T else [])
             x0, w130, w20, tw0, ids0, _ = sets[0]
             ref = ops.get("fused_moe", "eager")(x0, w130, w20, tw0, ids0, sh)
             rows, fns, errs = [], {}, {}
@@ -202,9 +200,8 @@ def main() -> None:
                 def f(x, w13, w2, tw, ids, lg, cfg=cfg):
                     if a.mode == "block":  # routing counted in (the route kernel, then the experts)
                         c = {k_: v for k_, v in cfg.items() if k_ != "ROUTE"}
-                        if "TRIGGER" in cfg:  # read by route() at launch, so at the graph's capture
-                            os.environ["MOELAB_ROUTE_TRIGGER"] = "1" if cfg["TRIGGER"] else "0"
-                            os.environ["MOELAB_CHAIN_MAX_T"] = str(cfg.get("CHAIN", CHAIN_MAX_T))
+                        if "CHAIN" in cfg:  # read by the launchers (chain_pdl), so at the graph's capture
+                            os.environ["MOELAB_CHAIN_MAX_T"] = str(cfg["CHAIN"])
                             tw, ids = ops.get("route", "moelab")(lg, k)
                             return fused_moe(x, w13, w2, tw, ids, sh, out=torch.empty_like(x))
                         tw, ids = ops.get("route", "moelab")(lg, k)
