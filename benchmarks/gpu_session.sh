@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CW    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CX    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -812,6 +812,12 @@ case "${1:?stage A to G}" in
     run gpu-tests 120 env MOELAB_ROUTE_GROUP=1 python -m pytest tests/kernels/test_moe.py tests/engine/test_parity.py -k "one_launch or one_program or moe_block or grouped or gpu or bf16" -q -p no:cacheprovider --tb=short -rf
     run sweep-rg 150 python benchmarks/sweep_moe.py --mode block --route-group --shapes qwen3,qwen35 --tokens 32,64 --samples 15
     run ab-b32 200 python benchmarks/ab_chain.py --batch 32 --rounds 3 --new-tokens 64 --variants base,rg=MOELAB_ROUTE_GROUP
+    ;;
+  CX) # session 19: CU's lead end to end: the step-long PDL chain to 16 rows (MOELAB_CHAIN_MAX_T=16; the census kernel
+      # PDL-launched at T=16: -1.6 us a layer alone). Predicted batch 16 -0.05..-0.1 ms per token (48 layers), unless
+      # the other links cost what session 6 saw at batch 8 (0.5-0.9 %).
+    run ab-b16 200 python benchmarks/ab_chain.py --batch 16 --rounds 3 --new-tokens 64 --variants base,c16=MOELAB_CHAIN_MAX_T:16
+    run sweep-chain 100 python benchmarks/sweep_moe.py --mode block --chain --shapes qwen3,qwen35 --tokens 12,16 --samples 15
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
