@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CX    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CY    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -818,6 +818,14 @@ case "${1:?stage A to G}" in
       # the other links cost what session 6 saw at batch 8 (0.5-0.9 %).
     run ab-b16 200 python benchmarks/ab_chain.py --batch 16 --rounds 3 --new-tokens 64 --variants base,c16=MOELAB_CHAIN_MAX_T:16
     run sweep-chain 100 python benchmarks/sweep_moe.py --mode block --chain --shapes qwen3,qwen35 --tokens 12,16 --samples 15
+    # Batch 16 11.19 -> 10.96 ms per token (ab-chain-...T191253), the tokens not the default's (the linear's whole-K
+    # split up to chain_max_t rows sums in another order); alone T=12 169.8 -> 168.8, T=16 182.7 -> 181.0 us, Qwen3.5
+    # T=12 165.8 -> 158.9, T=16 191.8 -> 190.3 (sweep-moe-block-chain-...T1913).
+    ;;
+  CY) # session 19: before the chain to 16 rows becomes the default: the engine at batch 16 against transformers (fp32),
+      # with and without it, and the kernel tests of the chain's links
+    run gpu-tests 200 python -m pytest tests/engine/test_generate.py -k "batch_16 or match_transformers" -q -p no:cacheprovider --tb=short -rf
+    run gpu-tests-c16 150 env MOELAB_CHAIN_MAX_T=16 python -m pytest tests/kernels/test_moe.py tests/kernels/test_linear.py -k "pdl or chain or census or decode" -q -p no:cacheprovider --tb=short -rf
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -16,6 +16,7 @@ from moelab.engine.generate import sample
 from moelab.engine.model import Model
 from moelab.engine.cache import KVCache
 from moelab.errors import UserError
+from moelab.kernels import pdl_supported
 from moelab.kernels.linear import DOT_MIN_T
 
 from test_parity import REL_TOL, hf_greedy, rel_err
@@ -83,6 +84,30 @@ def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, 
         assert len(routers) >= steps * sum(eng.cfg.is_moe(i) for i in range(eng.cfg.layers)) > 0
     else:  # a CUDA graph's replays launch nothing the counter sees: only the warm-up and capture calls
         assert emits and routers
+
+
+@pytest.mark.parametrize("chain", [None, 16])
+def test_batch_16_matches_transformers(checkpoint, chain, monkeypatch):
+    """Batch 16 with impl="moelab": the census MoE kernel after dense + route, the tensor-core linear, attention at
+    16 rows. chain=16 (a Hopper GPU only: the interpreter has no PDL) puts the whole step in the PDL chain to 16 rows
+    (MOELAB_CHAIN_MAX_T), as session 19's batch-16 A/B ran it (ab-chain-…T191253: its bf16 tokens differed from the
+    default's, the linear's whole-K split summing in another order); here in fp32, against transformers."""
+    if chain and not (torch.cuda.is_available() and pdl_supported(torch.device("cuda"))):
+        pytest.skip("the PDL chain runs on a Hopper GPU only")
+    if chain:
+        monkeypatch.setenv("MOELAB_CHAIN_MAX_T", str(chain))
+    else:
+        monkeypatch.delenv("MOELAB_CHAIN_MAX_T", raising=False)
+    model, folder = checkpoint("qwen3_moe")
+    steps, prompt = 4, torch.randint(0, 128, (16, 5), generator=torch.Generator().manual_seed(11))
+    ref_prompt, ref_steps, ref_tokens = hf_greedy(model, prompt, steps)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    eng = build(folder, batch=16, max_len=5 + steps + 1, impl="moelab", device=dev, keep_logits=True)
+    with torch.inference_mode():
+        assert rel_err(eng.model.prefill(prompt.to(dev), eng.cache, all_logits=True).cpu(), ref_prompt) <= REL_TOL
+    tokens = eng.generate(prompt.to(dev), steps + 1).cpu()
+    assert max(rel_err(g.cpu(), r) for g, r in zip(eng.step_logits, ref_steps)) <= REL_TOL
+    assert torch.equal(tokens, ref_tokens)
 
 
 # ------------------------------------------------------------------------------------------ sampling
