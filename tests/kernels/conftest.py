@@ -311,9 +311,9 @@ for _name in ("attention_split", "attention_split_kv"):
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["route_grouped"]
 SM90_JOBS["route_trigger"] = (_module, _kernel, _types, dict(_consts, E_PAD=128, SCORING=0, HAS_BIAS=False, N_GROUP=1,
                                                              TOPK_GROUP=1, TRIGGER=True), *_rest)
-# The router at 16 rows, outside the PDL chain: nothing released early. Otherwise "router_t8"'s launch.
+# The router at 16 rows, in the PDL chain since session 19 (CHAIN_MAX_T = 16): as "router_t8"'s launch otherwise.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["router_t8"]
-SM90_JOBS["router_t16"] = (_module, _kernel, _types, dict(_consts, T_PAD=16, BLOCK_H=1024, TRIGGER=False), *_rest)
+SM90_JOBS["router_t16"] = (_module, _kernel, _types, dict(_consts, T_PAD=16, BLOCK_H=1024, TRIGGER=True), *_rest)
 # The census kernel in the PDL chain (T ≤ CHAIN_MAX_T) without a shared expert, specialized as a real T=8 launch is
 # (every integer argument but T divisible by 16): otherwise "moe_decode"'s launch.
 _module, _kernel, _types, _consts, _div16, *_rest = SM90_JOBS["moe_decode"]

@@ -330,7 +330,8 @@ def test_dot_whole_k_config(monkeypatch):
     assert (qkv["BLOCK_K"], qkv["SPLIT_K"], o["BLOCK_K"], o["SPLIT_K"]) == (256, 8, 256, 16)
     assert qkv["BLOCK_N"] == o["BLOCK_N"] == 64 and qkv["num_stages"] == o["num_stages"] == 1
     assert dot_config(8, 151936, 2048, whole_k=True) == dot_config(8, 151936, 2048)
-    assert dot_config(16, 5120, 2048, whole_k=True) == dot_config(16, 5120, 2048)  # beyond the chain's 8 rows
+    assert dot_config(16, 5120, 2048, whole_k=True)["num_stages"] == 1  # the chain's 16 rows (session 19)
+    assert dot_config(32, 5120, 2048, whole_k=True) == dot_config(32, 5120, 2048)  # beyond them
     assert linear_config(8, 5120, 2048, dot=True, whole_k=True) == qkv
     monkeypatch.setenv("MOELAB_DOT_WHOLE_K", "0")
     assert dot_config(8, 5120, 2048, whole_k=True) == dot_config(8, 5120, 2048)

@@ -78,8 +78,8 @@ def test_router_compiles_for_sm90(sm90):
 
 @pytest.mark.parametrize("job,rows", [("router_t16", 16), ("router_t8", 8), ("router_t2", 2)])
 def test_router_compiles_for_sm90_above_one_row(sm90, job, rows):
-    """The launches above T=1: the last arriver's [T, E] routing tile compiles; at 2 and 8 rows (in the PDL
-    chain) the kernel releases the experts' kernel before its own wait, at 16 (T > CHAIN_MAX_T) nothing early."""
+    """The launches above T=1: the last arriver's [T, E] routing tile compiles; in the PDL chain (every row count here
+    since CHAIN_MAX_T became 16) the kernel releases the experts' kernel before its own wait, beyond it nothing early."""
     from moelab.kernels import CHAIN_MAX_T
     assert "error" not in sm90[job], sm90[job].get("error")
     ptx = sm90[job]["ptx"]

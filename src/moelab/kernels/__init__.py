@@ -84,14 +84,17 @@ def pdl_supported(device: torch.device) -> bool:
 # holding several chunks per program at T=8. Since the tensor-core linear took T ≥ 4, and with the census kernel
 # joining the chain as the pair kernel does, batch 8 went from 7.86 to 7.75 ms per token with the chain, the
 # same tokens (session 10, ab-chain-…T020725). T=3..7 are unmeasured; batch 32 is outside the chain (within 0.4 %
-# in session 6).
-CHAIN_MAX_T = 8
+# in session 6). At batch 16 the chain to 16 rows: 11.19 → 10.96 ms per token (session 19, ab-chain-…T191253; the
+# bf16 tokens not the same, since the tensor-core linear's whole-K split sums in another order; in fp32 the engine
+# matches transformers at batch 16 either way, tests/engine/test_generate.py), the census kernel alone at T=16
+# 182.7 → 181.0 µs with routing (sweep-moe-block-chain-…T1913). T=9..15 are unmeasured.
+CHAIN_MAX_T = 16
 # The GEMV's whole-K slices before the wait (`linear_config(whole_k=True)`) stay where session 6 measured them.
 WHOLE_K_MAX_T = 2
 
 
 def chain_max_t() -> int:
-    """CHAIN_MAX_T, or $MOELAB_CHAIN_MAX_T (read at every launch, for benchmarks/ab_chain.py's A/B at batch 8)."""
+    """CHAIN_MAX_T, or $MOELAB_CHAIN_MAX_T (read at every launch, for benchmarks/ab_chain.py's A/Bs)."""
     return env_int("MOELAB_CHAIN_MAX_T", CHAIN_MAX_T)
 
 
