@@ -793,7 +793,7 @@ case "${1:?stage A to G}" in
     # Won a little (sweep-moe-block-trigger-...T1818, two passes): Qwen3-30B-A3B T=1 26.27 -> 25.52 us, T=2 42.35 ->
     # 41.94, T=4 a tie, T=8 119.9 -> 119.2; Qwen3.5 T=1 24.22 -> 22.88, T=2 35.4 -> 34.9; T=16 with the chain to 16
     # rows 216.1 -> 214.5 (the trigger alone a tie there). The default since (no switch; sweep_moe.py's --route-trigger
-    # is --chain now, the chain-to-T side alone). probe-mm: T=64 gate/up 193.9,
+    # is --chain now: T inside and outside the chain). probe-mm: T=64 gate/up 193.9,
     # down 100.4 us (89.5 and 86.5 % of their streams), T=256 199.4 and 106.7.
     ;;
   CV) # session 19: the MoE records with the route kernel's trigger (the default now), and its GPU tests

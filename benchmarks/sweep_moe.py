@@ -66,8 +66,8 @@ def main() -> None:
                     help="pairs mode: the default and phase-2 tiles that request a program's whole w2 slice before "
                          "its wait (BLOCK_K2 >= I)")
     ap.add_argument("--chain", action="store_true",
-                    help="block mode: route + the default experts' path (pairs or census), and above CHAIN_MAX_T rows "
-                         "also with the PDL chain extended to T (MOELAB_CHAIN_MAX_T)")
+                    help="block mode: route + the default experts' path (pairs or census) with T inside and outside "
+                         "the step's PDL chain (MOELAB_CHAIN_MAX_T at T or above, and at T - 1)")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -189,10 +189,9 @@ def main() -> None:
                 # 15.7 against the pair kernel's 13.0 µs, sweep-moe-block-shard-…T2134; it was removed.)
                 grid = [dict(ROUTE="kernel")]
                 if a.chain:
-                    # Session 19 (stage CU, as --route-trigger, which also timed the route kernel without its release
-                    # of the experts' kernel, since the default): beyond CHAIN_MAX_T the census kernel is not
-                    # PDL-launched; with the chain to T rows, T=16 216.1 -> 214.5 us (sweep-moe-block-trigger-…T1818).
-                    grid = [dict(ROUTE="kernel", CHAIN=CHAIN_MAX_T)] + ([dict(ROUTE="kernel", CHAIN=T)] if T > CHAIN_MAX_T else [])
+                    # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
+                    # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.
+                    grid = [dict(ROUTE="kernel", CHAIN=max(CHAIN_MAX_T, T)), dict(ROUTE="kernel", CHAIN=T - 1)]
             x0, w130, w20, tw0, ids0, _ = sets[0]
             ref = ops.get("fused_moe", "eager")(x0, w130, w20, tw0, ids0, sh)
             rows, fns, errs = [], {}, {}
@@ -233,6 +232,7 @@ def main() -> None:
                 print(f"  {len(bad)} configs failed or wrong, e.g. {bad[0]}")
             results.append(dict(mode=a.mode, shape=name, T=T, floor_us=floor, distinct=distinct, rows=rows))
             save(a, ceil, results)
+    os.environ.pop("MOELAB_CHAIN_MAX_T", None)  # --chain set it per config; the grouped sweep runs on the default
     for T in [int(t) for t in a.grouped.split(",") if t]:
         results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants))
         save(a, ceil, results)

@@ -473,10 +473,9 @@ def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):
 
 
 def test_route_releases_the_experts_kernel_in_the_chain(sm90):
-    """Up to CHAIN_MAX_T rows the route kernel releases the PDL-launched experts' kernel before anything else (its
-    first load); it never waits itself (what it reads was written before the experts' graph node); a route() call on
-    a non-Hopper device or under the interpreter passes TRIGGER=False (chain_pdl), so the PTX above is the only form
-    that carries the instruction."""
+    """Up to CHAIN_MAX_T rows (route() passes TRIGGER=chain_pdl(...)) the route kernel releases the PDL-launched
+    experts' kernel before its first load, and never waits itself (it is not PDL-launched); with TRIGGER off the
+    kernel carries no griddepcontrol at all."""
     assert "error" not in sm90["route_trigger"], sm90["route_trigger"].get("error")
     ptx = sm90["route_trigger"]["ptx"]
     assert ptx.index("griddepcontrol.launch_dependents") < ptx.index("ld.global")

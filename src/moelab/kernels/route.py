@@ -150,8 +150,8 @@ def route(
         K=k, K_PAD=next_pow2(k), E_PAD=e_pad, SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize),
         HAS_BIAS=correction_bias is not None, N_GROUP=n_group, TOPK_GROUP=topk_group,
         # The experts' kernel after it is PDL-launched up to chain_pdl's rows: released as this one starts, its grid is
-        # resident when the ids land. Route + experts graph-replayed on the H200 (session 19, sweep_moe.py --mode
-        # block --route-trigger, sweep-moe-block-trigger-…T1818): Qwen3-30B-A3B T=1 26.3 → 25.5 µs, T=2 42.4 → 41.9,
+        # resident when the ids land. Route + experts graph-replayed on the H200 (session 19, stage CU's
+        # sweep_moe.py --mode block, sweep-moe-block-trigger-…T1818): Qwen3-30B-A3B T=1 26.3 → 25.5 µs, T=2 42.4 → 41.9,
         # T=8 119.9 → 119.2, T=4 a tie; Qwen3.5-35B-A3B T=1 24.2 → 22.9; beyond chain_pdl's rows nothing changes.
         TRIGGER=chain_pdl(router_logits.device, T),
         num_warps=1 if e_pad <= 128 else 4,
