@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CY    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CZ    (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -826,6 +826,13 @@ case "${1:?stage A to G}" in
       # with and without it, and the kernel tests of the chain's links
     run gpu-tests 200 python -m pytest tests/engine/test_generate.py -k "batch_16 or match_transformers" -q -p no:cacheprovider --tb=short -rf
     run gpu-tests-c16 150 env MOELAB_CHAIN_MAX_T=16 python -m pytest tests/kernels/test_moe.py tests/kernels/test_linear.py -k "pdl or chain or census or decode" -q -p no:cacheprovider --tb=short -rf
+    ;;
+  CZ) # session 20: what one link of the step costs, a PDL kernel boundary against a counter inside one kernel
+      # (benchmarks/probe_links.py: 48 steps, tiny or 8 MB GEMV each; kernels / staged / persistent). Predicted: tiny
+      # kernels 1.5-2.0 us a link, staged 1.0-1.5, persistent 0.8-1.2; gemv kernels ~3.5 (check_pdl), persistent 2.3-2.6.
+    run hw 90 python -m moelab hw --save
+    run gpu-tests 60 python -m pytest tests/bench/test_probe_links.py -q -p no:cacheprovider --tb=short -rf
+    run probe-links 200 python benchmarks/probe_links.py --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
