@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CZ    (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CZ, DA..DZ (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -833,6 +833,16 @@ case "${1:?stage A to G}" in
     run hw 90 python -m moelab hw --save
     run gpu-tests 60 python -m pytest tests/bench/test_probe_links.py -q -p no:cacheprovider --tb=short -rf
     run probe-links 200 python benchmarks/probe_links.py --save
+    ;;
+  DA) # session 20: CZ put packed counters at 15 us a link (staged, 128 pollers a step) against 1.04 for a PDL kernel
+      # boundary and 1.74 for a persistent barrier. Do polls sharing a 128-byte line with other counters' atomics cost?
+      # The probe with counters 32 int32s apart, then the MoE kernels' counters spread likewise (MOELAB_CNT_STRIDE=32):
+      # alone with routing at T=1..16, and batch 1 end to end. Predicted: staged stride-32 a few us a link (if the line
+      # was the cost); T=1 -0.5..-2 us, T=8 -1..-3 us; batch 1 -0.02..-0.08 ms per token.
+    run gpu-tests 120 python -m pytest tests/bench/test_probe_links.py tests/kernels/test_moe.py -k "probe or counter_stride or pairs_fp32" -q -p no:cacheprovider --tb=short -rf
+    run probe-links 90 python benchmarks/probe_links.py --save
+    run sweep-cs 200 python benchmarks/sweep_moe.py --mode block --cnt-stride 1,32 --shapes qwen3,qwen35,shard35 --tokens 1,2,8,16 --samples 15
+    run ab-b1 170 python benchmarks/ab_chain.py --batch 1 --rounds 3 --new-tokens 128 --variants base,cs32=MOELAB_CNT_STRIDE:32
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

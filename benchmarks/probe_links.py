@@ -67,7 +67,7 @@ def _kernels_form(x_ptr, w_ptr, y_ptr, BLOCK_N: tl.constexpr, BLOCK_K: tl.conste
 
 @triton.jit
 def _staged_form(xs_ptr, ws_ptr, cnt_ptr, G, L, L_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                 WEIGHTS: tl.constexpr, SPIN_ASM: tl.constexpr):
+                 WEIGHTS: tl.constexpr, SPIN_ASM: tl.constexpr, CS: tl.constexpr):
     pid = tl.program_id(0)
     s = pid // G
     rows = (pid % G) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -78,18 +78,18 @@ def _staged_form(xs_ptr, ws_ptr, cnt_ptr, G, L, L_PAD: tl.constexpr, BLOCK_N: tl
                     eviction_policy="evict_first")
     n = BLOCK_K
     if s > 0:  # programs wait only on lower indices: deadlock-free, and the interpreter's order
-        n = _wait_geq(cnt_ptr + s - 1, G, BLOCK_K, SPIN_ASM)
+        n = _wait_geq(cnt_ptr + (s - 1) * CS, G, BLOCK_K, SPIN_ASM)
     _step(xs_ptr + s * BLOCK_K, xs_ptr + (s + 1) * BLOCK_K, rows, offs, n, w, WEIGHTS)
     tl.debug_barrier()  # every thread's stores precede the release
-    arrived = tl.atomic_add(cnt_ptr + s, 1, sem="acq_rel", scope="gpu")
+    arrived = tl.atomic_add(cnt_ptr + s * CS, 1, sem="acq_rel", scope="gpu")
     if (s == L - 1) & (arrived == G - 1):  # the last step's last arrival: every wait is over; reset for the next call
         offs_l = tl.arange(0, L_PAD)
-        tl.store(cnt_ptr + offs_l, tl.zeros((L_PAD,), dtype=tl.int32), mask=offs_l < L)
+        tl.store(cnt_ptr + offs_l * CS, tl.zeros((L_PAD,), dtype=tl.int32), mask=offs_l < L)
 
 
 @triton.jit
 def _persistent_form(xs_ptr, ws_ptr, cnt_ptr, G, L, L_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
-                     BLOCK_K: tl.constexpr, WEIGHTS: tl.constexpr, SPIN_ASM: tl.constexpr):
+                     BLOCK_K: tl.constexpr, WEIGHTS: tl.constexpr, SPIN_ASM: tl.constexpr, CS: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     offs = tl.arange(0, BLOCK_K)
     w = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.bfloat16)
@@ -99,22 +99,25 @@ def _persistent_form(xs_ptr, ws_ptr, cnt_ptr, G, L, L_PAD: tl.constexpr, BLOCK_N
     for s in range(0, L):
         n = BLOCK_K
         if s > 0:
-            n = _wait_geq(cnt_ptr + s - 1, G, BLOCK_K, SPIN_ASM)
+            n = _wait_geq(cnt_ptr + (s - 1) * CS, G, BLOCK_K, SPIN_ASM)
         _step(xs_ptr + s * BLOCK_K, xs_ptr + (s + 1) * BLOCK_K, rows, offs, n, w, WEIGHTS)
         tl.debug_barrier()
-        arrived = tl.atomic_add(cnt_ptr + s, 1, sem="acq_rel", scope="gpu")
+        arrived = tl.atomic_add(cnt_ptr + s * CS, 1, sem="acq_rel", scope="gpu")
         if WEIGHTS:  # the next step's tile streams while this program waits for the others
             w = tl.load(ws_ptr + (s + 1) * BLOCK_K * BLOCK_K + rows[:, None] * BLOCK_K + offs[None, :],
                         mask=(s + 1 < L), other=0.0, eviction_policy="evict_first")
     if arrived == G - 1:  # last arrival of the last step (every program has passed every wait)
         offs_l = tl.arange(0, L_PAD)
-        tl.store(cnt_ptr + offs_l, tl.zeros((L_PAD,), dtype=tl.int32), mask=offs_l < L)
+        tl.store(cnt_ptr + offs_l * CS, tl.zeros((L_PAD,), dtype=tl.int32), mask=offs_l < L)
 
 
 def run_chain(form: str, xs: torch.Tensor, ws: torch.Tensor | None, cnt: torch.Tensor, g: int,
-              spin_ns: int = 0) -> torch.Tensor:
-    """The chain xs[0] → xs[L] in `form`; xs [L+1, K] fp32 (row 0 the input), ws [L, K, K] bf16 or None (tiny)."""
+              spin_ns: int = 0, stride: int = 1) -> torch.Tensor:
+    """The chain xs[0] → xs[L] in `form`; xs [L+1, K] fp32 (row 0 the input), ws [L, K, K] bf16 or None (tiny);
+    cnt: zeroed int32 counters, ≥ L·stride (`stride` int32s apart: 32 puts each on a 128-byte line of its own)."""
     L = xs.shape[0] - 1
+    if form != "kernels" and cnt.numel() < L * stride:
+        raise ValueError(f"{form}: {L} steps at counter stride {stride} need {L * stride} counters, not {cnt.numel()}")
     bn, weights = K // g, ws is not None
     w = ws if weights else xs
     if form == "kernels":
@@ -124,12 +127,12 @@ def run_chain(form: str, xs: torch.Tensor, ws: torch.Tensor | None, cnt: torch.T
                                 PDL=pdl, num_warps=4, **({"launch_pdl": True} if pdl else {}))
     elif form == "staged":
         _staged_form[(L * g,)](xs, w, cnt, g, L, L_PAD=next_pow2(L), BLOCK_N=bn, BLOCK_K=K, WEIGHTS=weights,
-                               SPIN_ASM=spin_asm(spin_ns), num_warps=4)
+                               SPIN_ASM=spin_asm(spin_ns), CS=stride, num_warps=4)
     elif form == "persistent":
         if xs.is_cuda and g > 2 * torch.cuda.get_device_properties(xs.device).multi_processor_count:
             raise ValueError(f"persistent: {g} programs cannot all be resident (2 per SM): the counters would deadlock")
         _persistent_form[(g,)](xs, w, cnt, g, L, L_PAD=next_pow2(L), BLOCK_N=bn, BLOCK_K=K, WEIGHTS=weights,
-                               SPIN_ASM=spin_asm(spin_ns), num_warps=4)
+                               SPIN_ASM=spin_asm(spin_ns), CS=stride, num_warps=4)
     else:
         raise ValueError(f"form must be kernels, staged or persistent, not {form!r}")
     return xs[L]
@@ -154,9 +157,13 @@ def main() -> None:
     dev, L = "cuda", a.layers
     read = hardware.ceilings().read_gbps
     floor_us = K * K * 2 / (read * 1e3)
-    cnt = torch.zeros(max(L, 64), dtype=torch.int32, device=dev)
-    cases = [("kernels", 128, 0), ("staged", 128, 0), ("staged", 128, 128), ("persistent", 128, 0),
-             ("persistent", 128, 128), ("persistent", 256, 0)]
+    cnt = torch.zeros(max(L, 64) * 32, dtype=torch.int32, device=dev)
+    # (form, programs, nanosleep between polls, counter stride). Session 20's first run (probe-links-…T124823) had every
+    # counter in one or two 128-byte lines: staged 15 µs a link, persistent 1.74, kernels 1.04 (tiny). The stride-32
+    # rows ask whether polls and atomics sharing a line were the cost.
+    cases = [("kernels", 128, 0, 1), ("staged", 128, 0, 1), ("staged", 128, 128, 1), ("staged", 128, 0, 32),
+             ("staged", 128, 128, 32), ("persistent", 128, 0, 1), ("persistent", 128, 0, 32),
+             ("persistent", 256, 0, 1), ("persistent", 256, 0, 32)]
     rows = []
     for mode in ("tiny", "gemv"):
         torch.manual_seed(0)
@@ -164,26 +171,26 @@ def main() -> None:
         xs = torch.zeros(L + 1, K, device=dev)
         xs[0] = torch.randn(K, device=dev)
         want = reference(xs, ws)
-        for form, g, spin in cases + cases[::-1]:  # two passes, the second reversed (drift across a pass)
+        for form, g, spin, stride in cases + cases[::-1]:  # two passes, the second reversed (drift across a pass)
             xs[1:].fill_(float("nan"))
-            got = run_chain(form, xs, ws, cnt, g, spin).clone()
+            got = run_chain(form, xs, ws, cnt, g, spin, stride).clone()
             err = ((got - want).norm() / want.norm()).item()
             if not err <= 1e-5 or int(cnt.abs().sum()) != 0:
                 raise SystemExit(f"probe_links: {mode} {form} G={g} is wrong (rel err {err:.2e}, counters "
                                  f"{int(cnt.abs().sum())})")
-            m = timing.measure(lambda: run_chain(form, xs, ws, cnt, g, spin), [()], mode="graph",
+            m = timing.measure(lambda: run_chain(form, xs, ws, cnt, g, spin, stride), [()], mode="graph",
                                samples=a.samples, warmup=3)
-            rows.append(dict(mode=mode, form=form, programs=g, spin_ns=spin, us_per_link=m.median_us / L,
-                             iqr_us=m.iqr_us / L, rel_err=err))
+            rows.append(dict(mode=mode, form=form, programs=g, spin_ns=spin, stride=stride,
+                             us_per_link=m.median_us / L, iqr_us=m.iqr_us / L, rel_err=err))
     merged: dict[tuple, list] = {}
     for r in rows:
-        merged.setdefault((r["mode"], r["form"], r["programs"], r["spin_ns"]), []).append(r["us_per_link"])
+        merged.setdefault((r["mode"], r["form"], r["programs"], r["spin_ns"], r["stride"]), []).append(r["us_per_link"])
     print(f"floor of one gemv step: {floor_us:.2f} µs (8.4 MB at {read:.0f} GB/s); {L} links; two passes")
-    print(f"{'mode':5s} {'form':10s} {'G':>4s} {'spin':>5s} {'µs/link (passes)':>22s} {'% floor':>8s}")
-    for (mode, form, g, spin), us in merged.items():
+    print(f"{'mode':5s} {'form':10s} {'G':>4s} {'spin':>5s} {'cs':>3s} {'µs/link (passes)':>22s} {'% floor':>8s}")
+    for (mode, form, g, spin, stride), us in merged.items():
         mean = sum(us) / len(us)
         pct = f"{100 * floor_us / mean:7.1f}" if mode == "gemv" else "      -"
-        print(f"{mode:5s} {form:10s} {g:4d} {spin:5d} {mean:9.3f} ({', '.join(f'{u:.3f}' for u in us)}) {pct}")
+        print(f"{mode:5s} {form:10s} {g:4d} {spin:5d} {stride:3d} {mean:9.3f} ({', '.join(f'{u:.3f}' for u in us)}) {pct}")
     if a.save:
         path = timing.save_result("probe-links", {"layers": L, "read_gbps": read, "gemv_floor_us": floor_us,
                                                   "rows": rows})

@@ -68,6 +68,9 @@ def main() -> None:
     ap.add_argument("--chain", action="store_true",
                     help="block mode: route + the default experts' path (pairs or census) with T inside and outside "
                          "the step's PDL chain (MOELAB_CHAIN_MAX_T at T or above, and at T - 1)")
+    ap.add_argument("--cnt-stride", default="",
+                    help="pairs / block mode: only the default config, its arrival counters these many int32s apart "
+                         "(1 packed, 32 a 128-byte line each)")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -169,6 +172,11 @@ def main() -> None:
                     for bi in (4, 8) for bh in (8, 16)] + [dict(pairs_config(T, k, H, I), BLOCK_H=16, BLOCK_K2=512)]
             if a.mode == "pairs" and a.spin:
                 grid = [dict(SPIN_SLEEP=int(ns)) for ns in a.spin.split(",")]
+            if a.mode == "pairs" and a.cnt_stride:
+                # Session 20 (probe_links.py, probe-links-…T124823): 128 programs per step polling counters packed in
+                # one line cost 15 µs a link. The pair kernel's 9 slot counters share a line that 768 phase-1 release
+                # atomics and up to 512 phase-2 polls hit. Predicted T=1 −0.5..−2 µs at CS=32.
+                grid = [dict(pairs_config(T, k, H, I), CS=int(c)) for c in a.cnt_stride.split(",")]
             if a.mode == "decode" and T == 1:
                 # The tensor-core form at T=1 (the one token padded to 16 columns): its loads feed tl.dot, so
                 # Triton software-pipelines them through shared memory (cp.async; ptxas sm_90 on the CPU:
@@ -188,6 +196,8 @@ def main() -> None:
                 # (Until session 15 the T=1 kernel without partials, `moe_t1`, was timed here beside it at the shard:
                 # 15.7 against the pair kernel's 13.0 µs, sweep-moe-block-shard-…T2134; it was removed.)
                 grid = [dict(ROUTE="kernel")]
+                if a.cnt_stride:  # the default experts' path (pairs or census), its counters CS int32s apart
+                    grid = [dict(ROUTE="kernel", CS_ENV=int(c)) for c in a.cnt_stride.split(",")]
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.
@@ -199,6 +209,10 @@ def main() -> None:
                 def f(x, w13, w2, tw, ids, lg, cfg=cfg):
                     if a.mode == "block":  # routing counted in (the route kernel, then the experts)
                         c = {k_: v for k_, v in cfg.items() if k_ != "ROUTE"}
+                        if "CS_ENV" in cfg:  # read by the launchers (counter_stride), so at the graph's capture
+                            os.environ["MOELAB_CNT_STRIDE"] = str(cfg["CS_ENV"])
+                            tw, ids = ops.get("route", "moelab")(lg, k)
+                            return fused_moe(x, w13, w2, tw, ids, sh, out=torch.empty_like(x))
                         if "CHAIN" in cfg:  # read by the launchers (chain_pdl), so at the graph's capture
                             os.environ["MOELAB_CHAIN_MAX_T"] = str(cfg["CHAIN"])
                             tw, ids = ops.get("route", "moelab")(lg, k)
@@ -233,6 +247,7 @@ def main() -> None:
             results.append(dict(mode=a.mode, shape=name, T=T, floor_us=floor, distinct=distinct, rows=rows))
             save(a, ceil, results)
     os.environ.pop("MOELAB_CHAIN_MAX_T", None)  # --chain set it per config; the grouped sweep runs on the default
+    os.environ.pop("MOELAB_CNT_STRIDE", None)  # --cnt-stride likewise
     for T in [int(t) for t in a.grouped.split(",") if t]:
         results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants))
         save(a, ceil, results)

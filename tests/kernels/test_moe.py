@@ -472,6 +472,24 @@ def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):
             assert rel(a, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[torch.float32]
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_pairs_counter_stride_changes_nothing_but_where_the_counters_live(shared):
+    """CS=32 (each arrival counter on a 128-byte line of its own, MOELAB_CNT_STRIDE) gives the packed counters' output
+    bitwise, and every counter it used is zero again after the call (so the next call, at either stride, starts
+    clean)."""
+    from moelab.kernels import counters
+    from moelab.kernels.moe_pairs import moe_pairs
+    T, E, H, I, k = 2, 16, 96, 48, 4
+    x, w13, w2, w, ids, sh = make(T, E, H, I, k, torch.float16 if DEV == "cpu" else torch.bfloat16, seed=3,
+                                  shared=(24, True) if shared else None)
+    cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
+    a = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=dict(cfg, CS=1))
+    b = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=dict(cfg, CS=32))
+    assert torch.equal(a, b)
+    assert int(counters(x.device, 1, "moe").abs().sum()) == 0
+    assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
+
+
 def test_route_releases_the_experts_kernel_in_the_chain(sm90):
     """Up to CHAIN_MAX_T rows (route() passes TRIGGER=chain_pdl(...)) the route kernel releases the PDL-launched
     experts' kernel before its first load, and never waits itself (it is not PDL-launched); with TRIGGER off the

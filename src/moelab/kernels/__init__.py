@@ -125,6 +125,21 @@ def _hopper_or_newer(index: int) -> bool:  # asked at every launch: cached (host
     return torch.cuda.get_device_capability(index)[0] >= 9
 
 
+# int32s between two arrival counters of the MoE decode kernels (`moe_pairs`, `moe_decode`): 1 packs them, as every
+# session before 20 ran; 32 gives each a 128-byte line of its own, so phase 2's polls of a slot's counter and phase 1's
+# release atomics on its neighbours do not share a line (benchmarks/probe_links.py measured packed counters at 15 µs a
+# link against ... spread). $MOELAB_CNT_STRIDE overrides it (read at launch: an A/B switch).
+COUNTER_STRIDE = 1
+
+
+def counter_stride() -> int:
+    """COUNTER_STRIDE, or $MOELAB_CNT_STRIDE (1..64)."""
+    cs = env_int("MOELAB_CNT_STRIDE", COUNTER_STRIDE)
+    if not 1 <= cs <= 64:
+        raise ValueError(f"MOELAB_CNT_STRIDE must be 1..64, not {cs}")
+    return cs
+
+
 _COUNTERS: dict[tuple[str, str], torch.Tensor] = {}
 _RETIRED: list[torch.Tensor] = []  # outgrown counter buffers: a captured CUDA graph may still point at one
 

@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, counters, env_flag, next_pow2
+from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_flag, next_pow2
 from moelab.kernels import dot_precision as _prec
 
 
@@ -110,6 +110,7 @@ def _moe_decode_kernel(
     TRIGGER: tl.constexpr = False,  # release a PDL-launched next kernel (the next norm) as each program starts
     USE_PDL: tl.constexpr = False,  # launched with PDL (the router released it): wait before reading anything
     TMA: tl.constexpr = False,  # weight tiles by tensor descriptor (Hopper TMA), not pointer loads; no shared expert
+    CS: tl.constexpr = 1,  # counter stride (int32s): kernels.COUNTER_STRIDE
 ):
     tl.static_assert(not (TMA and HAS_SHARED), "the TMA form has no shared expert")
     if TRIGGER:
@@ -191,7 +192,7 @@ def _moe_decode_kernel(
             a_ptrs = act_ptr + (s * T + offs_t[None, :]) * I_MAX + offs_i[:, None]
             tl.store(a_ptrs, act.to(act_ptr.dtype.element_ty), mask=imask[:, None] & tmask[None, :])
             tl.debug_barrier()  # every thread's stores precede the release below
-            tl.atomic_add(cnt_ptr + s, 1, sem="release", scope="gpu")
+            tl.atomic_add(cnt_ptr + s * CS, 1, sem="release", scope="gpu")
     else:
         # ------------- phase 2: one slot's down projection for a block of outputs -------------
         if slot_on:
@@ -203,7 +204,7 @@ def _moe_decode_kernel(
             else:
                 w_base = w2_ptr + e.to(tl.int64) * s_w2e
                 s_row = s_w2r
-            I_ready = _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I), I_s, "")
+            I_ready = _wait_geq(cnt_ptr + s * CS, tl.cdiv(I_s, BLOCK_I), I_s, "")
             if USE_DOT:
                 acc = tl.zeros((BLOCK_H, BLOCK_T), dtype=tl.float32)
             else:
@@ -252,7 +253,7 @@ def _moe_decode_kernel(
                     p_ptrs = part_ptr + (offs_t[None, :] * K + j) * H + offs_h[:, None]
                     tl.store(p_ptrs, y * tw_j[None, :], mask=hmask[:, None] & (tmask & hit)[None, :])
             tl.debug_barrier()
-            arrived = tl.atomic_add(cnt_ptr + S_MAX + hb, 1, sem="acq_rel", scope="gpu")
+            arrived = tl.atomic_add(cnt_ptr + (S_MAX + hb) * CS, 1, sem="acq_rel", scope="gpu")
             if arrived == n_slots - 1:
                 # Last slot for this block of outputs: sum the partials in a fixed order (deterministic).
                 offs_k2 = tl.arange(0, K_PAD)
@@ -269,13 +270,13 @@ def _moe_decode_kernel(
                 total = tl.where(bad[None, :], float("nan"), total)  # an out-of-range id poisons its token
                 o_ptrs = out_ptr + offs_t[None, :] * s_ot + offs_h[:, None]
                 tl.store(o_ptrs, total.to(out_ptr.dtype.element_ty), mask=hmask[:, None] & tmask[None, :])
-                tl.store(cnt_ptr + S_MAX + hb, 0)
+                tl.store(cnt_ptr + (S_MAX + hb) * CS, 0)
                 # The last block of outputs to finish resets the per-slot counters for the next call.
-                blocks_done = tl.atomic_add(cnt_ptr + S_MAX + N_HBLK, 1, sem="acq_rel", scope="gpu")
+                blocks_done = tl.atomic_add(cnt_ptr + (S_MAX + N_HBLK) * CS, 1, sem="acq_rel", scope="gpu")
                 if blocks_done == N_HBLK - 1:
                     offs_s = tl.arange(0, S_PAD)
-                    tl.store(cnt_ptr + offs_s, tl.zeros((S_PAD,), dtype=tl.int32), mask=offs_s < S_MAX)
-                    tl.store(cnt_ptr + S_MAX + N_HBLK, 0)
+                    tl.store(cnt_ptr + offs_s * CS, tl.zeros((S_PAD,), dtype=tl.int32), mask=offs_s < S_MAX)
+                    tl.store(cnt_ptr + (S_MAX + N_HBLK) * CS, 0)
 
 
 def decode_config(T: int, k: int, H: int, I: int) -> dict:
@@ -302,6 +303,7 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
     k = topk_ids.shape[1]
     cfg = dict(decode_config(T, k, H, I), **(config or {}))
     num_warps = cfg.pop("num_warps")
+    cs = int(cfg.pop("CS", counter_stride()))
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
     s_max = min(E, T * k) + (shared is not None)
@@ -335,13 +337,13 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
         w13_desc, w2_desc = w13, w2  # unused
     _moe_decode_kernel[(n1 + n2,)](
         x, w13, w2, tw, ids, sw13, sw2, sgate if sgate is not None else x,
-        act, part, counters(x.device, s_max + n_hblk + 1, "moe"), out, w13_desc, w2_desc,
+        act, part, counters(x.device, (s_max + n_hblk + 1) * cs, "moe"), out, w13_desc, w2_desc,
         T, H, I, IS, E, i_max,
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         K=k, K_PAD=next_pow2(k), P_PAD=next_pow2(T * k),
         E_PAD=next_pow2(E), S_MAX=s_max, S_PAD=next_pow2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
         HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None,
         PREC=_prec(x.dtype, "fused_moe (census path)") if cfg["BLOCK_T"] >= 16 else "tf32",  # 1 token: no tl.dot
-        TRIGGER=pdl, USE_PDL=pdl, TMA=tma, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
+        TRIGGER=pdl, USE_PDL=pdl, TMA=tma, CS=cs, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
     )
     return out

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, counters, interpreting, next_pow2
+from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, interpreting, next_pow2
 from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, spin_asm
 from moelab.kernels.probe import now_ns, sm_id
 
@@ -47,6 +47,7 @@ def _moe_pairs_kernel(
     TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the next norm) as each program starts
     USE_PDL: tl.constexpr,  # launched with PDL (the router released it): wait before reading anything
     PROBE: tl.constexpr = False,  # per-program timestamps (benchmarks/probe_timeline.py)
+    CS: tl.constexpr = 1,  # counter stride (int32s): kernels.COUNTER_STRIDE
 ):
     pid = tl.program_id(0)
     if TRIGGER:
@@ -56,8 +57,8 @@ def _moe_pairs_kernel(
     if PROBE:  # the start: the wait returned (or the program began)
         tl.store(probe_ptr + pid * 4, now_ns(pid))
         tl.store(probe_ptr + pid * 4 + 3, sm_id(pid).to(tl.int64) * 2 + (pid >= N1).to(tl.int64))
-    # counters: [0, N_SLOTS) phase-1 blocks done per slot; N_SLOTS + hb: slots done for output block hb;
-    # N_SLOTS + N_HBLK: output blocks done (the last resets all).
+    # counters (each CS int32s apart): [0, N_SLOTS) phase-1 blocks done per slot; N_SLOTS + hb: slots done for output
+    # block hb; N_SLOTS + N_HBLK: output blocks done (the last resets all).
     P: tl.constexpr = T * K
     # Phase-major: all phase-1 programs, then all phase-2 programs. (A slot-major order, each slot's phase 2
     # right after its phase 1, measured slower at every shape: docs/worklog.md.)
@@ -95,7 +96,7 @@ def _moe_pairs_kernel(
                     else:
                         tl.store(gw_ptr + t, 1.0)
             tl.debug_barrier()  # all threads' stores precede the release
-            tl.atomic_add(cnt_ptr + s, 1, sem="release", scope="gpu")
+            tl.atomic_add(cnt_ptr + s * CS, 1, sem="release", scope="gpu")
     else:
         # ---------------- phase 2: down projection of one slot for BLOCK_H outputs ----------------
         offs_h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
@@ -106,7 +107,7 @@ def _moe_pairs_kernel(
         kmask = offs_k < I_s
         w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
                     other=0.0, eviction_policy="evict_first")  # in flight before we wait
-        I_ready = _wait_geq(cnt_ptr + s, tl.cdiv(I_s, BLOCK_I), I_s, SPIN_ASM)
+        I_ready = _wait_geq(cnt_ptr + s * CS, tl.cdiv(I_s, BLOCK_I), I_s, SPIN_ASM)
         if PROBE:
             tl.store(probe_ptr + pid * 4 + 1, now_ns(I_ready))
         a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0, cache_modifier=".cg").to(tl.float32)
@@ -124,7 +125,7 @@ def _moe_pairs_kernel(
         weight = tl.where(is_shared, tl.load(gw_ptr + t, mask=I_ready > 0, other=0.0, cache_modifier=".cg"), route_w)
         tl.store(part_ptr + s * H + offs_h, acc * weight, mask=hmask)
         tl.debug_barrier()
-        arrived = tl.atomic_add(cnt_ptr + N_SLOTS + hb, 1, sem="acq_rel", scope="gpu")
+        arrived = tl.atomic_add(cnt_ptr + (N_SLOTS + hb) * CS, 1, sem="acq_rel", scope="gpu")
         if arrived == N_SLOTS - 1:
             # Last slot of this output block: sum partials in a fixed order, poison tokens with bad ids.
             offs_t = tl.arange(0, T_PAD)
@@ -143,12 +144,12 @@ def _moe_pairs_kernel(
             total = tl.where(bad[:, None], float("nan"), total)
             tl.store(out_ptr + offs_t[:, None] * s_ot + offs_h[None, :], total.to(out_ptr.dtype.element_ty),
                      mask=tmask[:, None] & hmask[None, :])
-            tl.store(cnt_ptr + N_SLOTS + hb, 0)
-            done = tl.atomic_add(cnt_ptr + N_SLOTS + N_HBLK, 1, sem="acq_rel", scope="gpu")
+            tl.store(cnt_ptr + (N_SLOTS + hb) * CS, 0)
+            done = tl.atomic_add(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 1, sem="acq_rel", scope="gpu")
             if done == N_HBLK - 1:
                 offs_s = tl.arange(0, S_PAD)
-                tl.store(cnt_ptr + offs_s, tl.zeros((S_PAD,), dtype=tl.int32), mask=offs_s < N_SLOTS)
-                tl.store(cnt_ptr + N_SLOTS + N_HBLK, 0)
+                tl.store(cnt_ptr + offs_s * CS, tl.zeros((S_PAD,), dtype=tl.int32), mask=offs_s < N_SLOTS)
+                tl.store(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 0)
     if PROBE:
         tl.debug_barrier()
         tl.store(probe_ptr + pid * 4 + 2, now_ns(pid))
@@ -209,6 +210,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     pdl = trigger = chain_pdl(x.device, T)
     num_warps = cfg.pop("num_warps")
     spin = spin_asm(cfg.pop("SPIN_SLEEP", 0))
+    cs = int(cfg.pop("CS", counter_stride()))
     if spin and interpreting():
         raise ValueError("SPIN_SLEEP > 0 is inline PTX: the Triton interpreter cannot run it")
     IS = shared[1].shape[1] if shared is not None else 0
@@ -224,12 +226,12 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
     _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](
         x, w13, w2, topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
-        act, part, gw, counters(x.device, n_slots + n_hblk + 1, "moe"), out, probe if probe is not None else x,
+        act, part, gw, counters(x.device, (n_slots + n_hblk + 1) * cs, "moe"), out, probe if probe is not None else x,
         H, I, IS, E, i_max,
         x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
         T=T, K=k, K_PAD=next_pow2(k), T_PAD=next_pow2(T),
         N_SLOTS=n_slots, S_PAD=next_pow2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
         HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger, USE_PDL=pdl,
-        PROBE=probe is not None, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
+        PROBE=probe is not None, CS=cs, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
     )
     return out
