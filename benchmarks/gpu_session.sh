@@ -844,6 +844,15 @@ case "${1:?stage A to G}" in
     run sweep-cs 200 python benchmarks/sweep_moe.py --mode block --cnt-stride 1,32 --shapes qwen3,qwen35,shard35 --tokens 1,2,8,16 --samples 15
     run ab-b1 170 python benchmarks/ab_chain.py --batch 1 --rounds 3 --new-tokens 128 --variants base,cs32=MOELAB_CNT_STRIDE:32
     ;;
+  DB) # session 20: DA's win as the default (COUNTER_STRIDE = 32: T=1 -0.7 us, Qwen3.5 T=1 -1.5, the shard T=1..16
+      # -1..-5; Qwen3 T=8/16 a tie; batch 1 2.40 -> 2.37 ms). Batch 8 (the census kernel at T=8 in the chain) end to
+      # end against the packed counters (predicted a tie, as alone), the MoE GPU tests, and the records.
+    run gpu-tests 150 python -m pytest tests/kernels/test_moe.py tests/kernels/test_moe_custom_op.py -k "route or block or pairs or census or decode or counter" -q -p no:cacheprovider --tb=short -rf
+    run ab-b8 120 python benchmarks/ab_chain.py --batch 8 --rounds 3 --new-tokens 64 --variants base,cs1=MOELAB_CNT_STRIDE:1
+    run bench-moe 150 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    run bench-moe-35 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tokens 1,2,4,8,16 --samples 10 --save
+    run bench-moe-35tp 60 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
