@@ -853,6 +853,14 @@ case "${1:?stage A to G}" in
     run bench-moe-35 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tokens 1,2,4,8,16 --samples 10 --save
     run bench-moe-35tp 60 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
     ;;
+  DC) # session 20: with the counters on lines of their own, the phase-2 backoff again: the pair kernel (128 ns at T=1,
+      # a tight spin at T=2..4, chosen on packed counters) and the census kernel (never had one) at T=8, 16. Predicted:
+      # the best backoff moves toward shorter sleeps at T=1 (less contention to avoid), census a tie or -1..-2 us.
+      # And the decode records on the new default.
+    run sweep-spin-pairs 150 python benchmarks/sweep_moe.py --mode pairs --spin 0,64,128,256 --shapes qwen3,qwen35,shard35 --tokens 1,2,4 --samples 15
+    run sweep-spin-census 150 python benchmarks/sweep_moe.py --mode decode --spin 0,64,128,256 --shapes qwen3,qwen35 --tokens 8,16 --samples 15
+    run decode 150 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

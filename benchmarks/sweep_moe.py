@@ -50,8 +50,8 @@ def main() -> None:
                          "TMA (weight and act tiles by tensor descriptor), the Triton grouping; with WIDE (gate and "
                          "up as one dot); the down GEMM's own "
                          "tiles (T >= 2048); and all three options at a few tiles")
-    ap.add_argument("--spin", default="", help="pairs mode: only the default config, with these nanosleep backoffs "
-                    "(ns, comma-separated; 0 = the tight spin) in the phase-2 wait")
+    ap.add_argument("--spin", default="", help="pairs mode (or decode mode, the census kernel): only the default config, "
+                    "with these nanosleep backoffs (ns, comma-separated; 0 = the tight spin) in the phase-2 wait")
     ap.add_argument("--stages", default="", help="decode mode, T > 1: also the census kernel at these num_stages "
                     "(comma-separated), square tiles of 16/32 rows, K chunks of 32/64, 2/4 warps")
     ap.add_argument("--phase2", action="store_true",
@@ -172,6 +172,10 @@ def main() -> None:
                     for bi in (4, 8) for bh in (8, 16)] + [dict(pairs_config(T, k, H, I), BLOCK_H=16, BLOCK_K2=512)]
             if a.mode == "pairs" and a.spin:
                 grid = [dict(SPIN_SLEEP=int(ns)) for ns in a.spin.split(",")]
+            if a.mode == "decode" and a.spin:
+                # Session 20: the census kernel's wait had no backoff; with its counters on lines of their own
+                # (COUNTER_STRIDE = 32) at T=8 ~51 slots × 32 output blocks of programs poll them.
+                grid = [dict(decode_config(T, k, H, I), SPIN_SLEEP=int(ns)) for ns in a.spin.split(",")]
             if a.mode == "pairs" and a.cnt_stride:
                 # Session 20 (probe_links.py, probe-links-…T124823): 128 programs per step polling counters packed in
                 # one line cost 15 µs a link. The pair kernel's 9 slot counters share a line that 768 phase-1 release

@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_flag, next_pow2
+from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_flag, interpreting, next_pow2
 from moelab.kernels import dot_precision as _prec
 
 
@@ -111,6 +111,7 @@ def _moe_decode_kernel(
     USE_PDL: tl.constexpr = False,  # launched with PDL (the router released it): wait before reading anything
     TMA: tl.constexpr = False,  # weight tiles by tensor descriptor (Hopper TMA), not pointer loads; no shared expert
     CS: tl.constexpr = 1,  # counter stride (int32s): kernels.COUNTER_STRIDE
+    SPIN_ASM: tl.constexpr = "",  # the phase-2 wait's backoff between polls (spin_asm; "": the tight spin)
 ):
     tl.static_assert(not (TMA and HAS_SHARED), "the TMA form has no shared expert")
     if TRIGGER:
@@ -204,7 +205,7 @@ def _moe_decode_kernel(
             else:
                 w_base = w2_ptr + e.to(tl.int64) * s_w2e
                 s_row = s_w2r
-            I_ready = _wait_geq(cnt_ptr + s * CS, tl.cdiv(I_s, BLOCK_I), I_s, "")
+            I_ready = _wait_geq(cnt_ptr + s * CS, tl.cdiv(I_s, BLOCK_I), I_s, SPIN_ASM)
             if USE_DOT:
                 acc = tl.zeros((BLOCK_H, BLOCK_T), dtype=tl.float32)
             else:
@@ -304,6 +305,9 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
     cfg = dict(decode_config(T, k, H, I), **(config or {}))
     num_warps = cfg.pop("num_warps")
     cs = int(cfg.pop("CS", counter_stride()))
+    spin = spin_asm(cfg.pop("SPIN_SLEEP", 0))
+    if spin and interpreting():
+        raise ValueError("SPIN_SLEEP > 0 is inline PTX: the Triton interpreter cannot run it")
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
     s_max = min(E, T * k) + (shared is not None)
@@ -344,6 +348,6 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
         E_PAD=next_pow2(E), S_MAX=s_max, S_PAD=next_pow2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
         HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None,
         PREC=_prec(x.dtype, "fused_moe (census path)") if cfg["BLOCK_T"] >= 16 else "tf32",  # 1 token: no tl.dot
-        TRIGGER=pdl, USE_PDL=pdl, TMA=tma, CS=cs, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
+        TRIGGER=pdl, USE_PDL=pdl, TMA=tma, CS=cs, SPIN_ASM=spin, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
     )
     return out
