@@ -167,7 +167,7 @@ SM90_JOBS = {
                   {"PROBE": False,
                    "T": 1, "K": 8, "K_PAD": 8, "T_PAD": 1, "N_SLOTS": 9, "S_PAD": 16, "N_IBLK": 96, "N_HBLK": 128,
                    "N1": 864, "BLOCK_I": 8, "BLOCK_K": 512, "BLOCK_H": 16, "BLOCK_K2": 512, "HAS_SHARED": True,
-                   "SHARED_GATE": True, "SPIN_ASM": "",
+                   "SHARED_GATE": True, "SPIN_ASM": "", "CS": 32,
                    "TRIGGER": False, "USE_PDL": False},
                   ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"]),
     "moe_pairs_backoff": ("moe_pairs", "_moe_pairs_kernel",  # the spin with nanosleep between polls
@@ -179,7 +179,7 @@ SM90_JOBS = {
                            "T": 1, "K": 8, "K_PAD": 8, "T_PAD": 1, "N_SLOTS": 8, "S_PAD": 8, "N_IBLK": 96,
                            "N_HBLK": 64, "N1": 768, "BLOCK_I": 8, "BLOCK_K": 1024, "BLOCK_H": 32, "BLOCK_K2": 256,
                            "HAS_SHARED": False, "SHARED_GATE": False,
-                           "SPIN_ASM": "{ nanosleep.u32 256; mov.b32 $0, $1; }",
+                           "SPIN_ASM": "{ nanosleep.u32 256; mov.b32 $0, $1; }", "CS": 32,
                            "TRIGGER": True, "USE_PDL": True},
                           ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"]),
     "moe_decode": ("moe_decode", "_moe_decode_kernel",
@@ -190,7 +190,7 @@ SM90_JOBS = {
                    {"K": 8, "K_PAD": 8, "P_PAD": 64, "E_PAD": 128, "S_MAX": 65, "S_PAD": 128, "N_IBLK": 24, "N_HBLK": 32,
                     "N1": 1560, "BLOCK_T": 16, "BLOCK_I": 32, "BLOCK_K": 64, "BLOCK_H": 64, "BLOCK_K2": 64,
                     "HAS_SHARED": True, "SHARED_GATE": True, "PREC": "tf32", "TRIGGER": False, "USE_PDL": False,
-                    "TMA": False},
+                    "TMA": False, "CS": 32, "SPIN_ASM": ""},
                    ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"],
                    {"num_warps": 4, "num_stages": 4}),  # decode_config at T = 2..16
     "moe_gate_up": ("moe_grouped", "_gate_up_kernel",
@@ -299,6 +299,10 @@ SM90_JOBS = {
                    "TRIGGER": True},
                   ["x_ptr", "w_ptr", "H", "s_xt", "s_we"], {"num_warps": 4}),
 }
+# The census kernel with a backoff in its phase-2 wait (SPIN_SLEEP, session 20's sweep).
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_decode"]
+SM90_JOBS["moe_decode_backoff"] = (_module, _kernel, _types,
+                                   dict(_consts, SPIN_ASM="{ nanosleep.u32 128; mov.b32 $0, $1; }"), *_rest)
 # The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
 for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]

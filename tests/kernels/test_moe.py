@@ -540,6 +540,13 @@ def test_pairs_backoff_compiles_for_sm90(sm90):
     assert not re.search(r"\b(ld|st|atom)\.global", ptx[:wait])
 
 
+def test_census_backoff_compiles_for_sm90(sm90):
+    """The census kernel's optional backoff (SPIN_SLEEP): the sleep inside the wait loop, the acquire after it."""
+    job = sm90["moe_decode_backoff"]
+    assert "error" not in job, job.get("error")
+    assert "nanosleep.u32 128" in job["ptx"] and ".acquire" in job["ptx"]
+
+
 def test_census_in_the_pdl_chain_compiles_for_sm90(sm90):
     """The census kernel PDL-launched after the router (MOELAB_CHAIN_MAX_T ≥ T): the trigger, then the wait, before
     any memory access, and the phase-2 acquire still there."""
