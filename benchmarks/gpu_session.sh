@@ -861,6 +861,12 @@ case "${1:?stage A to G}" in
     run sweep-spin-census 150 python benchmarks/sweep_moe.py --mode decode --spin 0,64,128,256 --shapes qwen3,qwen35 --tokens 8,16 --samples 15
     run decode 150 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
     ;;
+  DD) # session 20: the records on the final code (DC: every backoff within noise, the defaults kept; batch 1 2.368 ms):
+      # the batch-1 profile (issue 4's per-op sum and chained step), the tp=4 profile, the batch-1 trace at ctx 256
+    run profile 300 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 10 --impl eager,compile,moelab --save
+    run profile-tp4 120 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --samples 10 --impl eager,moelab --save
+    run trace-b1-256 60 python benchmarks/trace_decode.py --batch 1 --ctx 256
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
