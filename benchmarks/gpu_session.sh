@@ -867,6 +867,14 @@ case "${1:?stage A to G}" in
     run profile-tp4 120 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --samples 10 --impl eager,moelab --save
     run trace-b1-256 60 python benchmarks/trace_decode.py --batch 1 --ctx 256
     ;;
+  DE) # session 20: the attention merge's arrival counters (B*Hk of them, packed in a line or two) spread as the MoE
+      # kernels' now are (counter_stride()). Only the merging shapes use them (B=8 16k: 4 splits, 128 last arrivals at
+      # the end). Separate processes, alternated (the switch is read at launch). Predicted B=8 16k -0.1..-0.5 us.
+    for r in 1 2 3; do
+      run attn-cs1-$r 60 env MOELAB_CNT_STRIDE=1 python benchmarks/bench_attention.py --shapes 8x16384 --no-compile
+      run attn-cs32-$r 60 python benchmarks/bench_attention.py --shapes 8x16384 --no-compile
+    done
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
