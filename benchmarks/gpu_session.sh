@@ -867,9 +867,10 @@ case "${1:?stage A to G}" in
     run profile-tp4 120 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --samples 10 --impl eager,moelab --save
     run trace-b1-256 60 python benchmarks/trace_decode.py --batch 1 --ctx 256
     ;;
-  DE) # session 20: the attention merge's arrival counters (B*Hk of them, packed in a line or two) spread as the MoE
-      # kernels' now are (counter_stride()). Only the merging shapes use them (B=8 16k: 4 splits, 128 last arrivals at
-      # the end). Separate processes, alternated (the switch is read at launch). Predicted B=8 16k -0.1..-0.5 us.
+  DE) # session 20: the attention merge's arrival counters (B*Hk of them, packed) spread as the MoE kernels' now are
+      # (counter_stride(), in 0d58fa4, since reverted). Only the merging shapes use them (B=8 16k: 4 splits). Separate
+      # processes, alternated. Predicted B=8 16k -0.1..-0.5 us. Measured a tie: packed 66.6 / 66.2 / 66.4 us, spread
+      # 66.4 / 66.3 / 66.5 (gpu-session-DE-...T1433.log); the code was reverted, so this stage now times one thing twice.
     for r in 1 2 3; do
       run attn-cs1-$r 60 env MOELAB_CNT_STRIDE=1 python benchmarks/bench_attention.py --shapes 8x16384 --no-compile
       run attn-cs32-$r 60 python benchmarks/bench_attention.py --shapes 8x16384 --no-compile

@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, check_device, counter_stride, counters, dot_precision, next_pow2, pdl_supported
+from moelab.kernels import cdiv, chain_pdl, check_device, counters, dot_precision, next_pow2, pdl_supported
 from moelab.kernels.probe import now_ns, sm_id
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
@@ -102,7 +102,6 @@ def _split_kernel(
     PROBE: tl.constexpr = False,  # per-program timestamps (benchmarks/probe_timeline.py)
     MERGE: tl.constexpr = False,  # not FINAL: the last split of each (sequence, KV head) merges them (no combine)
     BLOCK_S: tl.constexpr = 1,  # MERGE: splits, padded to a power of two
-    CS: tl.constexpr = 1,  # MERGE: counter stride (int32s), kernels.COUNTER_STRIDE
 ):
     if TRIGGER == 1:
         tl.extra.cuda.gdc_launch_dependents()
@@ -238,12 +237,12 @@ def _split_kernel(
         tl.store(mid_lse_ptr + b * slsb + qi * slsi + head * slsh + split * slss, lse, mask=row_ok)
         if MERGE:
             tl.debug_barrier()  # every thread's partials precede the release
-            arrived = tl.atomic_add(cnt_ptr + bh * CS, 1, sem="acq_rel", scope="gpu")
+            arrived = tl.atomic_add(cnt_ptr + bh, 1, sem="acq_rel", scope="gpu")
             if arrived == NUM_SPLITS - 1:
                 _merge_splits(mid_o_ptr, mid_lse_ptr, sinks_ptr, out_ptr, b, qi, head, row_ok, dcols, d_ok,
                               NUM_SPLITS, smb, smi, smh, sms, smd, slsb, slsi, slsh, slss, sob, soi, soh, sod,
                               HAS_SINKS, BLOCK_S)
-                tl.store(cnt_ptr + bh * CS, 0)
+                tl.store(cnt_ptr + bh, 0)
     if PROBE:
         tl.debug_barrier()
         tl.store(probe_row + 2, now_ns(split))
@@ -496,8 +495,7 @@ def decode_attention(
     launch = {"launch_pdl": True} if pdl else {}
     probe_split, probe_combine = _probe if _probe is not None else (q4, q4)
     # (Taken for every split launch, so a graph captured later with merging finds the buffer its warm-up made.)
-    cs = counter_stride()
-    cnt = counters(dev, b * hk * cs, "attention") if not final else q4
+    cnt = counters(dev, b * hk, "attention") if not final else q4
     _split_kernel[(b * hk, splits)](
         q4, k_cache, v_cache, seq_lens, sinks_arg, out4, mid_o, mid_lse,
         kn, vn, qw, kw, inv_freq, cnt, probe_split,
@@ -509,7 +507,7 @@ def decode_attention(
         # fp32 caches get true fp32 products, not tf32
         PRECISION=dot_precision(q.dtype, "decode_attention" if _new_kv is None else "decode_attention_kv"),
         TRIGGER=2 if chain else int((final or merge) and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm,
-        OFFSET=offset, USE_PDL=pdl, PROBE=_probe is not None, MERGE=merge, BLOCK_S=block_s, CS=cs,
+        OFFSET=offset, USE_PDL=pdl, PROBE=_probe is not None, MERGE=merge, BLOCK_S=block_s,
         # 4 warps, 3 stages: in the graph-replayed step 8 warps lost (batch 8 7.71 → 7.85 ms, before batch 8 joined
         # the PDL chain; batch 1 2.40 → 2.50) and 2 stages tied (7.70); the 32-key tiles at batch 8, in the chain,
         # tied (7.74 against 7.75): session 10, ab-chain-…T020023 / …T020056 / …T021459.
