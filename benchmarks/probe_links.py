@@ -194,7 +194,8 @@ def main() -> None:
     for (mode, form, g, spin, stride), us in merged.items():
         mean = sum(us) / len(us)
         pct = f"{100 * floor_us / mean:7.1f}" if mode == "gemv" else "      -"
-        print(f"{mode:5s} {form:10s} {g:4d} {spin:5d} {stride:3d} {mean:9.3f} ({', '.join(f'{u:.3f}' for u in us)}) {pct}")
+        passes = ", ".join(f"{u:.3f}" for u in us)
+        print(f"{mode:5s} {form:10s} {g:4d} {spin:5d} {stride:3d} {mean:9.3f} ({passes}) {pct}")
     if a.save:
         path = timing.save_result("probe-links", {"layers": L, "read_gbps": read, "gemv_floor_us": floor_us,
                                                   "rows": rows})

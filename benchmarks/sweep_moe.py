@@ -50,8 +50,8 @@ def main() -> None:
                          "TMA (weight and act tiles by tensor descriptor), the Triton grouping; with WIDE (gate and "
                          "up as one dot); the down GEMM's own "
                          "tiles (T >= 2048); and all three options at a few tiles")
-    ap.add_argument("--spin", default="", help="pairs mode (or decode mode, the census kernel): only the default config, "
-                    "with these nanosleep backoffs (ns, comma-separated; 0 = the tight spin) in the phase-2 wait")
+    ap.add_argument("--spin", default="", help="pairs mode (or decode mode, the census kernel): only the default "
+                    "config, with these nanosleep backoffs (ns, comma-separated; 0 = the tight spin) in the phase-2 wait")
     ap.add_argument("--stages", default="", help="decode mode, T > 1: also the census kernel at these num_stages "
                     "(comma-separated), square tiles of 16/32 rows, K chunks of 32/64, 2/4 warps")
     ap.add_argument("--phase2", action="store_true",

@@ -126,13 +126,14 @@ def _hopper_or_newer(index: int) -> bool:  # asked at every launch: cached (host
 
 
 # int32s between two arrival counters of the MoE decode kernels (`moe_pairs`, `moe_decode`): 32 gives each a 128-byte
-# line of its own, so phase 2's polls of a slot's counter and phase 1's release atomics on its neighbours do not share a
-# line. benchmarks/probe_links.py (H200, session 20, probe-links-…T141657): 128 programs a step polling packed counters
-# cost 15.3 µs a link, 3.6 with the counters 32 apart. Route + experts, two passes (sweep-moe-block-cs-…T1417): Qwen3-30B-
-# A3B T=1 25.71 → 24.98 µs, T=2 42.16 → 41.72, T=8 and 16 a tie (125.9 / 126.1, 212.0 / 212.6); Qwen3.5 T=1 23.86 →
-# 22.38; its tp=4 shard T=1 13.29 → 12.28, T=2 16.83 → 15.36, T=8 65.4 → 60.4, T=16 94.6 → 92.3. Batch 1 end to end 2.40
-# → 2.37 ms per token, the same tokens (ab-chain-…T141806). 1 packs them, as every session before 20 ran;
-# $MOELAB_CNT_STRIDE overrides it (read at launch: an A/B switch).
+# line of its own, so phase 2's polls of a slot's counter and phase 1's release atomics on its neighbours do not share
+# a line. benchmarks/probe_links.py (H200, session 20, probe-links-…T141657): 128 programs a step polling packed
+# counters cost 15.3 µs a link, 3.6 with the counters 32 apart. Route + experts, two passes
+# (sweep-moe-block-cs-…T1417): Qwen3-30B-A3B T=1 25.71 → 24.98 µs, T=2 42.16 → 41.72, T=8 and 16 a tie (125.9 / 126.1,
+# 212.0 / 212.6); Qwen3.5 T=1 23.86 → 22.38; its tp=4 shard T=1 13.29 → 12.28, T=2 16.83 → 15.36, T=8 65.4 → 60.4,
+# T=16 94.6 → 92.3. Batch 1 end to end 2.40 → 2.37 ms per token, the same tokens (ab-chain-…T141806); batch 8 a tie
+# (ab-chain-…T142157). 1 packs them, as every session before 20 ran; $MOELAB_CNT_STRIDE overrides it (read at launch:
+# an A/B switch).
 COUNTER_STRIDE = 32
 
 

@@ -348,6 +348,7 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
         E_PAD=next_pow2(E), S_MAX=s_max, S_PAD=next_pow2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
         HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None,
         PREC=_prec(x.dtype, "fused_moe (census path)") if cfg["BLOCK_T"] >= 16 else "tf32",  # 1 token: no tl.dot
-        TRIGGER=pdl, USE_PDL=pdl, TMA=tma, CS=cs, SPIN_ASM=spin, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
+        TRIGGER=pdl, USE_PDL=pdl, TMA=tma, CS=cs, SPIN_ASM=spin, num_warps=num_warps,
+        **({"launch_pdl": True} if pdl else {}), **cfg,
     )
     return out
