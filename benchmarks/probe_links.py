@@ -36,7 +36,7 @@ import triton
 import triton.language as tl
 
 from moelab import hardware, timing
-from moelab.kernels import next_pow2
+from moelab.kernels import next_pow2, pdl_supported
 from moelab.kernels.moe_decode import _wait_geq, spin_asm
 
 K = 2048
@@ -125,7 +125,7 @@ def run_chain(form: str, xs: torch.Tensor, ws: torch.Tensor | None, cnt: torch.T
     bn, weights = K // g, ws is not None
     w = ws if weights else xs
     if form == "kernels":
-        pdl = xs.is_cuda and torch.cuda.get_device_capability(xs.device)[0] >= 9
+        pdl = pdl_supported(xs.device)
         for s in range(L):
             _kernels_form[(g,)](xs[s], w[s] if weights else xs, xs[s + 1], BLOCK_N=bn, BLOCK_K=K, WEIGHTS=weights,
                                 PDL=pdl, num_warps=4, **({"launch_pdl": True} if pdl else {}))
