@@ -9,8 +9,7 @@ the L2 cannot serve them. The kernel is checked against `ops` reference once per
 launches per call are counted with torch.profiler (2: split + combine; 1 when the heuristic picks one split, or
 up to 4 that the split kernel merges itself).
 `--sweep` also times the kernel at neighbouring (num_splits, BLOCK_N) to check the heuristic; `--merge` the split
-kernel merging its own splits (its last program at 2-4 splits; its last few cooperatively, where every split program
-is resident) against the combine launch, in two alternating passes.
+kernel merging its own splits (2-4 splits) against the combine launch, in two alternating passes.
 Targets (issue 4): B=1 1k ≤ 6 µs, 16k ≤ 14 µs, 64k ≥ 85 % of floor; B=8 16k ≥ 90 % of floor.
 Saved with `timing.save_result("bench-attention", ...)`.
 """
@@ -59,9 +58,8 @@ def main() -> None:
     ap.add_argument("--warps", default="", help="with --sweep: also the split kernel on these num_warps (e.g. 1,2,4)")
     ap.add_argument("--stages", default="", help="with --warps: and these num_stages (e.g. 1,2,3); default 3")
     ap.add_argument("--merge", action="store_true",
-                    help="also time the chosen (splits, BLOCK_N) with the combine launch, the split kernel's last "
-                         "program merging (2-4 splits) and the cooperative merge (every split program resident), "
-                         "in two alternating passes")
+                    help="also time the chosen (splits, BLOCK_N) with the split kernel merging its splits and with "
+                         "the combine launch, in two alternating passes, where the merge applies (2-4 splits)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.warps and not a.sweep:
@@ -114,18 +112,14 @@ def main() -> None:
         for r in rows:
             if (r["B"], r["ctx"]) == (b, s) and "moelab" in times:
                 r["moelab_x"] = r["median_us"] / times["moelab"]  # how many times slower than moelab
-        modes = [False] + ([True] if splits <= attn_kernel.MERGE_MAX_SPLITS else [])
-        if b * HK * splits <= attn_kernel.sm_count(torch.device(dev)):
-            modes.append("coop")  # every split program resident at once: the cooperative merge applies
-        if a.merge and splits > 1:
+        if a.merge and 1 < splits <= attn_kernel.MERGE_MAX_SPLITS:
             for rep in range(2):  # alternating, so a drift across the run shows as a difference between passes
-                for mg in modes:
+                for mg in (False, True):
                     m = timing.measure(lambda q, k, v, lens: kernel(q, k, v, lens, merge=mg), sets, mode="graph",
                                        samples=a.samples)
                     sweep_rows.append({"B": b, "ctx": s, "num_splits": splits, "block_n": block_n, "merge": mg,
                                        "pass": rep, "median_us": m.median_us, "iqr_us": m.iqr_us,
-                                       "pct_floor": 100 * floor_us / m.median_us,
-                                       "chosen": mg is (splits <= attn_kernel.MERGE_MAX_SPLITS)})
+                                       "pct_floor": 100 * floor_us / m.median_us, "chosen": mg})
         if a.sweep:
             for sp in sorted({max(1, splits // 2), splits, min(256, 2 * splits), max(1, splits // 4)}):
                 for bn in (32, 64, 128):

@@ -311,9 +311,6 @@ for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):
 for _name in ("attention_split", "attention_split_kv"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name + "_merge"] = (_module, _kernel, _types, dict(_consts, MERGE=True, BLOCK_S=4), *_rest)
-    # The cooperative merge (MERGE=2): 8 mergers of one row each over 7 splits (batch 1's chain), counters 32 apart.
-    SM90_JOBS[_name + "_coop"] = (_module, _kernel, _types, dict(_consts, MERGE=2, BLOCK_S=8, MERGERS=8, R_PER=1,
-                                                                 CS=32), *_rest)
 # The route kernel in the PDL chain (T ≤ CHAIN_MAX_T): softmax top-8 of 128 experts, releasing the experts' kernel.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["route_grouped"]
 SM90_JOBS["route_trigger"] = (_module, _kernel, _types, dict(_consts, E_PAD=128, SCORING=0, HAS_BIAS=False, N_GROUP=1,

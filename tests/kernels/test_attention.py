@@ -40,11 +40,10 @@ def test_per_sequence_lengths(gqa, splits, dtype, close):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("merge", [True, False, "coop"])
+@pytest.mark.parametrize("merge", [True, False])
 def test_split_merge_and_combine_agree(dtype, merge, close):
     """Up to MERGE_MAX_SPLITS splits the split kernel's last program per (sequence, KV head) merges them (no combine
-    launch); "coop" its last programs to arrive each merge a share of the rows; merge=False takes the combine. All
-    against the reference: an empty split (length 17 over 4 splits of
+    launch); merge=False takes the combine. Both against the reference: an empty split (length 17 over 4 splits of
     16-key tiles), a sink, speculative rows, a window; repeated calls (the counters reset); merge refused where its
     tile would not fit."""
     q, k, v = _inputs(3, 1, 8, 2, 320, 64, dtype, seed=9)
@@ -55,15 +54,6 @@ def test_split_merge_and_combine_agree(dtype, merge, close):
     q3, k3, v3 = _inputs(2, 3, 8, 2, 100, 32, dtype, seed=4)
     _run(q3, k3, v3, [3, 97], close, num_splits=4, block_n=16, merge=merge)
     _run(q, k, v, [300, 17, 64], close, num_splits=8, block_n=16, merge=merge)  # [16, 8, 64]: the largest tile
-    if merge == "coop":
-        # Beyond the last-arriver merge's tile: one merger's rows (every row under the interpreter's one merger) ×
-        # 16 splits. Refused where a merger could wait on a program that is not resident (GPU: 768 programs) or
-        # its tile would not fit (the interpreter's one merger: 4 rows × 128 splits × 64).
-        _run(q, k, v, [300, 17, 64], close, num_splits=16, block_n=16, merge=merge)
-        with pytest.raises(ValueError, match="merge='coop' needs B·Hk·splits"):
-            decode_attention(q, k, v, torch.tensor([300, 17, 1], dtype=torch.int32, device=DEV), num_splits=128,
-                             block_n=16, merge="coop")
-        return
     with pytest.raises(ValueError, match="merge needs rows × splits × head_dim ≤ 16384"):
         decode_attention(q, k, v, torch.tensor([300, 17, 1], dtype=torch.int32, device=DEV), num_splits=64,
                          block_n=16, merge=True)
@@ -89,16 +79,6 @@ def test_merge_is_the_default_up_to_four_splits(monkeypatch):
         launched.clear()
         decode_attention(q, k, v, lens, num_splits=splits, block_n=16, merge=merge)
         assert len(launched) == combines, (splits, merge)
-    # $MOELAB_ATTN_COOP (an A/B switch, read at launch): 1 merges cooperatively beyond 4 splits, 2 from 2 splits.
-    for coop, splits, combines in (("1", 5, 0), ("1", 8, 0), ("2", 2, 0), ("0", 5, 1)):
-        monkeypatch.setenv("MOELAB_ATTN_COOP", coop)
-        launched.clear()
-        _run(q, k, v, [128], lambda got, want, tol: torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4),
-             num_splits=splits, block_n=16)
-        assert len(launched) == combines, (coop, splits)
-    monkeypatch.setenv("MOELAB_ATTN_COOP", "x")
-    with pytest.raises(ValueError, match="MOELAB_ATTN_COOP must be an integer"):
-        decode_attention(q, k, v, lens, num_splits=5, block_n=16)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -204,32 +184,6 @@ def test_gpu_bf16_long_contexts(lens, close):
     close(decode_attention(q4, k, v, lens4), decode_attention_reference(q4, k, v, lens4))
 
 
-@pytest.mark.parametrize("lens", [[1, 1000], [16384, 4000]])
-def test_gpu_bf16_cooperative_merge(lens, close):
-    """merge="coop" on the GPU, where 8 programs per (sequence, KV head) really wait for one another: against the
-    reference and the combine, with a sink, on repeated calls (the counter resets), eagerly and graph-replayed."""
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU (bf16 tl.dot; the interpreter runs one merger)")
-    q, k, v = _inputs(2, 1, 32, 4, max(lens), 128, torch.bfloat16)
-    seq_lens = torch.tensor(lens, device="cuda", dtype=torch.int32)
-    sinks = torch.randn(32, device="cuda")
-    for splits, block_n, kw in ((16, 128, {}), (8, 64, {"sinks": sinks}), (5, 64, {})):
-        ref = decode_attention_reference(q, k, v, seq_lens, **kw)
-        combined = decode_attention(q, k, v, seq_lens, num_splits=splits, block_n=block_n, merge=False, **kw)
-        for _ in range(3):
-            got = decode_attention(q, k, v, seq_lens, num_splits=splits, block_n=block_n, merge="coop", **kw)
-            close(got, ref)
-            torch.testing.assert_close(got, combined, rtol=1e-2, atol=1e-2)
-    out = torch.empty_like(q)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        decode_attention(q, k, v, seq_lens, out=out, num_splits=16, merge="coop")
-    for _ in range(3):
-        q.copy_(torch.randn_like(q))
-        graph.replay()
-        close(out, decode_attention_reference(q, k, v, seq_lens))
-
-
 def test_split_heuristic_fills_the_gpu_without_empty_tiles():
     from moelab.kernels.attention import launch_params
 
@@ -309,16 +263,6 @@ def test_compiles_for_sm90(sm90):
         merged = _ptx(sm90, name)
         arrive = merged.index("atom.global.gpu.acq_rel")
         assert "ld.global.cg" in merged[arrive:] and "atom" not in _ptx(sm90, name[:-len("_merge")])
-    # The cooperative merge (MERGE=2): the arrival, a spin on volatile loads, one acquire that the merge's loads
-    # depend on, the partials past L1, then the acknowledgement.
-    for name in ("attention_split_coop", "attention_split_kv_coop"):
-        coop = _ptx(sm90, name)
-        arrive = coop.index("atom.global.gpu.acq_rel")
-        # (an acquire that adds 0: an acquire load in newer Tritons, an atom in older ones)
-        acquire = min(i for i in (coop.find(op, arrive) for op in ("ld.global.gpu.acquire", "atom.global.gpu.acquire"))
-                      if i >= 0)
-        assert "ld.volatile.global" in coop[arrive:acquire]
-        assert "ld.global.cg" in coop[acquire:] and "atom.global.gpu.relaxed" in coop[acquire:]
 
 
 # ---- decode_attention_kv: the q/k prologue and the KV append fused into the split kernel ----

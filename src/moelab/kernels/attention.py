@@ -29,9 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import (cdiv, chain_pdl, check_device, counter_stride, counters, dot_precision, env_int,
-                            interpreting, next_pow2, pdl_supported)
-from moelab.kernels.moe_decode import _wait_geq
+from moelab.kernels import cdiv, chain_pdl, check_device, counters, dot_precision, next_pow2, pdl_supported
 from moelab.kernels.probe import now_ns, sm_id
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
@@ -44,13 +42,6 @@ _MAX_SPLITS = 256
 # a last-arriver merge of 16-66 splits: 1k 6.3 → 7.9 µs alone; session 17 the batch-1 chain's 7 splits of 64 keys
 # merged: 2.41 → 2.45 ms per token, ab-chain-…T130023).
 MERGE_MAX_SPLITS = 4
-# Beyond that, the cooperative merge (MERGE=2, `merge="coop"`): the last `mergers` split programs of a (sequence, KV
-# head) to arrive each wait for the rest and merge a share of its rows, so the merge is neither one program's serial
-# work nor a launch of its own. Only where every split program is resident at once (B·Hk·splits ≤ the SM count):
-# a merger spins on programs that must be running, never on ones queued behind it. Under the interpreter (programs
-# one after another) one merger, the last, merges every row. $MOELAB_ATTN_COOP: 0 off, 1 beyond MERGE_MAX_SPLITS
-# splits, 2 from 2 splits (in place of the last-arriver merge too); read at launch (an A/B switch).
-ATTN_COOP = 0
 
 
 @triton.jit
@@ -109,12 +100,8 @@ def _split_kernel(
     OFFSET: tl.constexpr,  # NEW_KV: the (1 + w) norm of Qwen3-Next
     USE_PDL: tl.constexpr,  # launched with PDL: the first K/V tile is requested before gdc_wait
     PROBE: tl.constexpr = False,  # per-program timestamps (benchmarks/probe_timeline.py)
-    MERGE: tl.constexpr = 0,  # not FINAL: 1 the last split of each (sequence, KV head) merges them (no combine);
-    #                           2 the last MERGERS to arrive merge R_PER rows each (the cooperative merge)
+    MERGE: tl.constexpr = False,  # not FINAL: the last split of each (sequence, KV head) merges them (no combine)
     BLOCK_S: tl.constexpr = 1,  # MERGE: splits, padded to a power of two
-    MERGERS: tl.constexpr = 1,  # MERGE=2: merging programs per (sequence, KV head): ≤ splits
-    R_PER: tl.constexpr = 1,  # MERGE=2: rows each merges (rows j, j + MERGERS, ...), a power of two
-    CS: tl.constexpr = 1,  # MERGE: counter stride (int32s): kernels.COUNTER_STRIDE
 ):
     if TRIGGER == 1:
         tl.extra.cuda.gdc_launch_dependents()
@@ -248,30 +235,14 @@ def _split_kernel(
             o, mask=row_ok[:, None] & d_ok[None, :],
         )
         tl.store(mid_lse_ptr + b * slsb + qi * slsi + head * slsh + split * slss, lse, mask=row_ok)
-        if MERGE == 1:
+        if MERGE:
             tl.debug_barrier()  # every thread's partials precede the release
-            arrived = tl.atomic_add(cnt_ptr + bh * CS, 1, sem="acq_rel", scope="gpu")
+            arrived = tl.atomic_add(cnt_ptr + bh, 1, sem="acq_rel", scope="gpu")
             if arrived == NUM_SPLITS - 1:
                 _merge_splits(mid_o_ptr, mid_lse_ptr, sinks_ptr, out_ptr, b, qi, head, row_ok, dcols, d_ok,
                               NUM_SPLITS, smb, smi, smh, sms, smd, slsb, slsi, slsh, slss, sob, soi, soh, sod,
                               HAS_SINKS, BLOCK_S)
-                tl.store(cnt_ptr + bh * CS, 0)
-        if MERGE == 2:
-            # The cooperative merge: arrival j of the last MERGERS waits for every split (all resident: the launcher
-            # checks), merges rows j, j + MERGERS, ..., then acknowledges; the last acknowledgement (count NUM_SPLITS
-            # + MERGERS) resets the counter, after every merger has passed its wait.
-            tl.debug_barrier()
-            arrived = tl.atomic_add(cnt_ptr + bh * CS, 1, sem="acq_rel", scope="gpu")
-            j = arrived - (NUM_SPLITS - MERGERS)
-            if j >= 0:
-                n = _wait_geq(cnt_ptr + bh * CS, NUM_SPLITS, NUM_SPLITS, "")  # its loads are bounded by n
-                mrows = j + MERGERS * tl.arange(0, R_PER)
-                _merge_splits(mid_o_ptr, mid_lse_ptr, sinks_ptr, out_ptr, b, mrows // G, hk * G + mrows % G,
-                              mrows < G * NQ, dcols, d_ok, n, smb, smi, smh, sms, smd, slsb, slsi, slsh, slss,
-                              sob, soi, soh, sod, HAS_SINKS, BLOCK_S)
-                acked = tl.atomic_add(cnt_ptr + bh * CS, 1, sem="relaxed", scope="gpu")
-                if acked == NUM_SPLITS + MERGERS - 1:
-                    tl.store(cnt_ptr + bh * CS, 0)
+                tl.store(cnt_ptr + bh, 0)
     if PROBE:
         tl.debug_barrier()
         tl.store(probe_row + 2, now_ns(split))
@@ -421,7 +392,7 @@ def decode_attention(
     block_n: int | None = None,
     num_warps: int | None = None,
     num_stages: int | None = None,
-    merge: bool | str | None = None,
+    merge: bool | None = None,
     _new_kv: tuple | None = None,
     _probe: tuple | None = None,
 ) -> torch.Tensor:
@@ -432,9 +403,8 @@ def decode_attention(
     window: sliding-window size or None. Hq must be a multiple of Hk; scale defaults to 1/sqrt(D).
     Tuning (optional): `max_seq_len` is a hint for the split count (default S_max; it never limits the
     lengths read); `num_splits`, `block_n` override the heuristic, `num_warps` and `num_stages` the split kernel's
-    launch (sweeps, tests); `merge`: True, the split kernel's last program per (sequence, KV head) merges the
-    splits, so there is no combine launch (default: up to MERGE_MAX_SPLITS splits); "coop", its last few programs
-    merge a share of the rows each (see ATTN_COOP); False, the combine launch.
+    launch (sweeps, tests); `merge`: the split kernel's last program per (sequence, KV head) merges the splits, so
+    there is no combine launch (default: up to MERGE_MAX_SPLITS splits).
     Returns `out` (allocated, or the given one) of q's shape and dtype.
     (`_new_kv` is `decode_attention_kv`'s, checked there: seq_lens are then the new tokens' positions. `_probe`,
     for benchmarks/probe_timeline.py: two int64 CUDA buffers of ≥ 4 values per split program and per combine program,
@@ -496,36 +466,10 @@ def decode_attention(
     # The merge's [rows, splits, D] fp32 tile stays within 128 values a thread on 4 warps (sm_90, Triton 3.6: 136-168
     # registers for 1-8 splits of the engine's form, no spill).
     fits = block_m * block_s * block_d <= 16384
-    # The cooperative merge: `mergers` programs of R_PER rows each (one, the last, under the interpreter).
-    rows = g * nq
-    mergers = 1 if interpreting() else min(splits, rows)
-    r_per = next_pow2(cdiv(rows, mergers))
-    # (The interpreter runs programs one after another and its one merger waits on none: no residency to check.)
-    resident = interpreting() or b * hk * splits <= sm_count(dev)
-    coop_fits = r_per * block_s * block_d <= 16384 and resident
-    if merge not in (None, False, True, "coop"):
-        raise ValueError(f"decode_attention: merge must be None, False, True or 'coop', not {merge!r}")
-    if merge is True and not final and not fits:
+    if merge and not final and not fits:
         raise ValueError(f"decode_attention: merge needs rows × splits × head_dim ≤ 16384 ({block_m} × {block_s} "
                          f"× {block_d}); use merge=False or fewer splits")
-    if merge == "coop" and not final and not coop_fits:
-        raise ValueError(f"decode_attention: merge='coop' needs B·Hk·splits ≤ the {sm_count(dev)} SMs (got "
-                         f"{b * hk * splits}: every split program resident at once) and rows a merger × splits × "
-                         f"head_dim ≤ 16384 ({r_per} × {block_s} × {block_d}); use merge=False or fewer splits")
-    if final or merge is False:
-        mode = 0
-    elif merge is None:
-        coop = env_int("MOELAB_ATTN_COOP", ATTN_COOP)
-        if coop == 2 and coop_fits:
-            mode = 2
-        elif splits <= MERGE_MAX_SPLITS and fits:
-            mode = 1
-        else:
-            mode = 2 if coop >= 1 and coop_fits else 0
-    else:
-        mode = 2 if merge == "coop" else 1
-    merge = mode > 0
-    cs = counter_stride()
+    merge = not final and fits and (splits <= MERGE_MAX_SPLITS if merge is None else merge)
     if final:
         mid_o = mid_lse = out4  # unused
         mid_strides = (0,) * 9
@@ -551,7 +495,7 @@ def decode_attention(
     launch = {"launch_pdl": True} if pdl else {}
     probe_split, probe_combine = _probe if _probe is not None else (q4, q4)
     # (Taken for every split launch, so a graph captured later with merging finds the buffer its warm-up made.)
-    cnt = counters(dev, b * hk * cs, "attention") if not final else q4
+    cnt = counters(dev, b * hk, "attention") if not final else q4
     _split_kernel[(b * hk, splits)](
         q4, k_cache, v_cache, seq_lens, sinks_arg, out4, mid_o, mid_lse,
         kn, vn, qw, kw, inv_freq, cnt, probe_split,
@@ -563,8 +507,7 @@ def decode_attention(
         # fp32 caches get true fp32 products, not tf32
         PRECISION=dot_precision(q.dtype, "decode_attention" if _new_kv is None else "decode_attention_kv"),
         TRIGGER=2 if chain else int((final or merge) and pdl_supported(dev)), NEW_KV=_new_kv is not None, NORM=norm,
-        OFFSET=offset, USE_PDL=pdl, PROBE=_probe is not None, MERGE=mode, BLOCK_S=block_s, MERGERS=mergers,
-        R_PER=r_per, CS=cs,
+        OFFSET=offset, USE_PDL=pdl, PROBE=_probe is not None, MERGE=merge, BLOCK_S=block_s,
         # 4 warps, 3 stages: in the graph-replayed step 8 warps lost (batch 8 7.71 → 7.85 ms, before batch 8 joined
         # the PDL chain; batch 1 2.40 → 2.50) and 2 stages tied (7.70); the 32-key tiles at batch 8, in the chain,
         # tied (7.74 against 7.75): session 10, ab-chain-…T020023 / …T020056 / …T021459.
@@ -605,7 +548,7 @@ def decode_attention_kv(
     max_seq_len: int | None = None,
     num_splits: int | None = None,
     block_n: int | None = None,
-    merge: bool | str | None = None,
+    merge: bool | None = None,
 ) -> torch.Tensor:
     """A decode step's attention from the raw projection: `qk_norm_rope_kv` then `decode_attention`, in the split
     kernel's launch (plus the combine's, when the sequence is split).
