@@ -876,6 +876,17 @@ case "${1:?stage A to G}" in
       run attn-cs32-$r 60 python benchmarks/bench_attention.py --shapes 8x16384 --no-compile
     done
     ;;
+  DF) # session 21: the cooperative attention merge (MERGE=2: the last `mergers` split programs of a (sequence, KV
+      # head) each merge a share of its rows, no combine launch; only where all split programs are resident). GPU
+      # tests, then per shape the combine / last-arriver / coop in two alternating passes, then batch 1 end to end
+      # (contexts 128-384: 7 splits, the combine today) with MOELAB_ATTN_COOP=1. Predicted: 64k -0.3..-1.0 us, 16k
+      # -0.3..-0.8, 1k -0.3..-0.6, B=8 16k (coop against the last arriver) -0.2..-0.5; batch 1 -0.02..-0.05 ms a token.
+      # Measured (gpu-session-DF-...T1552.log): lost everywhere, 1k 5.63 -> 6.57, 16k 13.8 -> 14.6, 64k 37.9 -> 38.7,
+      # B=8 16k 66.6 -> 67.2 us; batch 1 2.36 -> 2.43 ms. The code (c55ee3c) was reverted: this stage no longer runs.
+    run gpu-tests 150 python -m pytest tests/kernels/test_attention.py tests/engine/test_generate.py -k "coop or merge or graph or bf16" -q -p no:cacheprovider --tb=short -rf
+    run attn-merge 200 python benchmarks/bench_attention.py --shapes 1x1024,1x16384,1x65536,8x16384 --no-compile --merge --samples 25
+    run ab-b1 190 python benchmarks/ab_chain.py --batch 1 --rounds 3 --new-tokens 128 --variants base,coop=MOELAB_ATTN_COOP:1
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
