@@ -896,6 +896,17 @@ case "${1:?stage A to G}" in
     run sweep-split 200 python benchmarks/sweep_moe.py --mode block --pairs-split --shapes qwen3,qwen35,shard35 --tokens 1,2,4 --samples 15
     run ab-b1 190 python benchmarks/ab_chain.py --batch 1 --rounds 3 --new-tokens 128 --variants base,split=MOELAB_PAIRS_SPLIT:1
     ;;
+  DG) # session 21: DF said a hardware wait beats polled counters again (as CZ did). The pair kernel's phase 2 polls its
+      # slot's counter; MOELAB_PAIRS_SPLIT=1 runs the phases as two launches, phase 2 PDL-launched (its first w2 chunk
+      # before a hardware wait for the whole of phase 1: no polls, but no per-slot start either). Predicted: route +
+      # experts T=1 Qwen3 -0.5..+1.5 us, Qwen3.5 and the shard -1..+1; T=2..4 +0..+3 (slots finish further apart);
+      # batch 1 -0.03..+0.03 ms a token. Measured (gpu-session-DG-...T1601.log): lost everywhere, T=1 24.95 -> 25.93,
+      # Qwen3.5 T=1 23.05 -> 24.55, the shard 12.11 -> 12.44, T=2/4 +1.3..+2.6 us; batch 1 2.36 -> 2.46 ms. The code
+      # (d694091) was reverted: this stage no longer runs.
+    run gpu-tests 120 python -m pytest tests/kernels/test_moe.py -k "two_launches or pairs or counter_stride" -q -p no:cacheprovider --tb=short -rf
+    run sweep-split 200 python benchmarks/sweep_moe.py --mode block --pairs-split --shapes qwen3,qwen35,shard35 --tokens 1,2,4 --samples 15
+    run ab-b1 190 python benchmarks/ab_chain.py --batch 1 --rounds 3 --new-tokens 128 --variants base,split=MOELAB_PAIRS_SPLIT:1
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
