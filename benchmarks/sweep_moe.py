@@ -71,9 +71,6 @@ def main() -> None:
     ap.add_argument("--cnt-stride", default="",
                     help="pairs / block mode: only the default config, its arrival counters these many int32s apart "
                          "(1 packed, 32 a 128-byte line each)")
-    ap.add_argument("--pairs-split", action="store_true",
-                    help="block mode: the default experts' path with the pair kernel in one launch and in two "
-                         "(MOELAB_PAIRS_SPLIT=0/1)")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -205,8 +202,6 @@ def main() -> None:
                 grid = [dict(ROUTE="kernel")]
                 if a.cnt_stride:  # the default experts' path (pairs or census), its counters CS int32s apart
                     grid = [dict(ROUTE="kernel", CS_ENV=int(c)) for c in a.cnt_stride.split(",")]
-                if a.pairs_split:  # the pair kernel in one launch (polling) and in two (phase 2 waiting in hardware)
-                    grid = [dict(ROUTE="kernel", SPLIT_ENV=v) for v in (0, 1)]
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.
@@ -220,10 +215,6 @@ def main() -> None:
                         c = {k_: v for k_, v in cfg.items() if k_ != "ROUTE"}
                         if "CS_ENV" in cfg:  # read by the launchers (counter_stride), so at the graph's capture
                             os.environ["MOELAB_CNT_STRIDE"] = str(cfg["CS_ENV"])
-                            tw, ids = ops.get("route", "moelab")(lg, k)
-                            return fused_moe(x, w13, w2, tw, ids, sh, out=torch.empty_like(x))
-                        if "SPLIT_ENV" in cfg:  # read by the pair kernel's launcher, so at the graph's capture
-                            os.environ["MOELAB_PAIRS_SPLIT"] = str(cfg["SPLIT_ENV"])
                             tw, ids = ops.get("route", "moelab")(lg, k)
                             return fused_moe(x, w13, w2, tw, ids, sh, out=torch.empty_like(x))
                         if "CHAIN" in cfg:  # read by the launchers (chain_pdl), so at the graph's capture

@@ -490,40 +490,6 @@ def test_pairs_counter_stride_changes_nothing_but_where_the_counters_live(shared
     assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
 
 
-@pytest.mark.parametrize("shared", [False, True])
-def test_pairs_in_two_launches_give_the_one_launch_output_bitwise(shared, monkeypatch):
-    """MOELAB_PAIRS_SPLIT=1 (an A/B switch): phase 1 and phase 2 as two launches (phase 2 waits for the whole of phase
-    1, not per slot) sum the same partials in the same order, so the output is bitwise the one launch's; the counters
-    are zero again after it."""
-    from moelab.kernels import counters
-    from moelab.kernels.moe_pairs import moe_pairs
-    T, E, H, I, k = 2, 16, 96, 48, 4
-    x, w13, w2, w, ids, sh = make(T, E, H, I, k, torch.float16 if DEV == "cpu" else torch.bfloat16, seed=5,
-                                  shared=(24, True) if shared else None)
-    cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
-    a = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=cfg)
-    monkeypatch.setenv("MOELAB_PAIRS_SPLIT", "1")
-    for _ in range(2):
-        b = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=cfg)
-        assert torch.equal(a, b)
-        assert int(counters(x.device, 1, "moe").abs().sum()) == 0
-    assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
-
-
-def test_pairs_two_launches_compile_for_sm90(sm90):
-    """MOELAB_PAIRS_SPLIT's launches: phase 1 waits for the router, then releases phase 2, and releases no slot counter
-    (nobody polls them); phase 2 requests its first w2 chunk before its hardware wait, and polls no counter. (Each
-    launch still carries the other phase's code: which phase a program runs is decided at run time by its pid.)"""
-    one, two = (sm90[f"moe_pairs_phase{p}"] for p in (1, 2))
-    assert "error" not in one and "error" not in two, (one.get("error"), two.get("error"))
-    one, two = one["ptx"], two["ptx"]
-    assert one.index("griddepcontrol.wait") < one.index("griddepcontrol.launch_dependents")
-    assert "gpu.release.add" not in one and "gpu.release.add" in sm90["moe_pairs_backoff"]["ptx"]  # atom or red
-    assert "ld.volatile" not in two and ".acquire" not in two
-    wait = two.index("griddepcontrol.wait")
-    assert two.index("griddepcontrol.launch_dependents") < wait and "ld.global" in two[:wait]
-
-
 def test_route_releases_the_experts_kernel_in_the_chain(sm90):
     """Up to CHAIN_MAX_T rows (route() passes TRIGGER=chain_pdl(...)) the route kernel releases the PDL-launched
     experts' kernel before its first load, and never waits itself (it is not PDL-launched); with TRIGGER off the

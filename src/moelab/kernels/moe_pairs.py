@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_int, interpreting, next_pow2
+from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, interpreting, next_pow2
 from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, spin_asm
 from moelab.kernels.probe import now_ns, sm_id
 
@@ -48,19 +48,12 @@ def _moe_pairs_kernel(
     USE_PDL: tl.constexpr,  # launched with PDL (the router released it): wait before reading anything
     PROBE: tl.constexpr = False,  # per-program timestamps (benchmarks/probe_timeline.py)
     CS: tl.constexpr = 1,  # counter stride (int32s): kernels.COUNTER_STRIDE
-    PHASE: tl.constexpr = 0,  # 0 both phases in one launch; 1 or 2 that phase alone (MOELAB_PAIRS_SPLIT: two launches,
-    #                           phase 2 PDL-launched, waiting in hardware for phase 1 instead of polling counters)
-    PID0=0,  # PHASE 2: the first program's pid (N1)
 ):
-    pid = tl.program_id(0) + PID0
-    if TRIGGER and PHASE != 1:
+    pid = tl.program_id(0)
+    if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
-    if USE_PDL and PHASE != 2:
+    if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the routing, x and the counters all follow the router's completion
-    if TRIGGER and PHASE == 1:
-        # The phase-2 launch reads the routing before its own wait (which is for this launch): release it only once
-        # every program here has seen the router complete.
-        tl.extra.cuda.gdc_launch_dependents()
     if PROBE:  # the start: the wait returned (or the program began)
         tl.store(probe_ptr + pid * 4, now_ns(pid))
         tl.store(probe_ptr + pid * 4 + 3, sm_id(pid).to(tl.int64) * 2 + (pid >= N1).to(tl.int64))
@@ -102,9 +95,8 @@ def _moe_pairs_kernel(
                         tl.store(gw_ptr + t, tl.sigmoid(tl.sum(gacc, axis=0)))
                     else:
                         tl.store(gw_ptr + t, 1.0)
-            if PHASE == 0:
-                tl.debug_barrier()  # all threads' stores precede the release
-                tl.atomic_add(cnt_ptr + s * CS, 1, sem="release", scope="gpu")
+            tl.debug_barrier()  # all threads' stores precede the release
+            tl.atomic_add(cnt_ptr + s * CS, 1, sem="release", scope="gpu")
     else:
         # ---------------- phase 2: down projection of one slot for BLOCK_H outputs ----------------
         offs_h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
@@ -115,12 +107,7 @@ def _moe_pairs_kernel(
         kmask = offs_k < I_s
         w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
                     other=0.0, eviction_policy="evict_first")  # in flight before we wait
-        if PHASE == 2:
-            if USE_PDL:
-                tl.extra.cuda.gdc_wait()  # phase 1's launch has completed: every slot's activations are in memory
-            I_ready = I_s
-        else:
-            I_ready = _wait_geq(cnt_ptr + s * CS, tl.cdiv(I_s, BLOCK_I), I_s, SPIN_ASM)
+        I_ready = _wait_geq(cnt_ptr + s * CS, tl.cdiv(I_s, BLOCK_I), I_s, SPIN_ASM)
         if PROBE:
             tl.store(probe_ptr + pid * 4 + 1, now_ns(I_ready))
         a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0, cache_modifier=".cg").to(tl.float32)
@@ -237,21 +224,14 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     gw = torch.empty(T, dtype=torch.float32, device=x.device)
     ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
-    args = (x, w13, w2, topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
-            act, part, gw, counters(x.device, (n_slots + n_hblk + 1) * cs, "moe"), out, probe if probe is not None else x,
-            H, I, IS, E, i_max,
-            x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0))
-    meta = dict(T=T, K=k, K_PAD=next_pow2(k), T_PAD=next_pow2(T),
-                N_SLOTS=n_slots, S_PAD=next_pow2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
-                HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger,
-                USE_PDL=pdl, PROBE=probe is not None, CS=cs, num_warps=num_warps,
-                **({"launch_pdl": True} if pdl else {}), **cfg)
-    # MOELAB_PAIRS_SPLIT=1 (an A/B switch, read at launch): the phases as two launches, phase 2 PDL-launched in the
-    # chain, so its programs wait for phase 1 in hardware (a kernel boundary: ~1.0 µs a link against 1.7-3.6 for
-    # polled counters, benchmarks/probe_links.py) rather than polling their slot's counter — but for every slot.
-    if env_int("MOELAB_PAIRS_SPLIT", 0) and probe is None:
-        _moe_pairs_kernel[(n1,)](*args, PHASE=1, PID0=0, **dict(meta, TRIGGER=pdl))
-        _moe_pairs_kernel[(n_slots * n_hblk,)](*args, PHASE=2, PID0=n1, **meta)
-        return out
-    _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](*args, **meta)
+    _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](
+        x, w13, w2, topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
+        act, part, gw, counters(x.device, (n_slots + n_hblk + 1) * cs, "moe"), out, probe if probe is not None else x,
+        H, I, IS, E, i_max,
+        x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
+        T=T, K=k, K_PAD=next_pow2(k), T_PAD=next_pow2(T),
+        N_SLOTS=n_slots, S_PAD=next_pow2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
+        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger, USE_PDL=pdl,
+        PROBE=probe is not None, CS=cs, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
+    )
     return out
