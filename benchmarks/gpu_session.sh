@@ -907,6 +907,17 @@ case "${1:?stage A to G}" in
     run sweep-split 200 python benchmarks/sweep_moe.py --mode block --pairs-split --shapes qwen3,qwen35,shard35 --tokens 1,2,4 --samples 15
     run ab-b1 190 python benchmarks/ab_chain.py --batch 1 --rounds 3 --new-tokens 128 --variants base,split=MOELAB_PAIRS_SPLIT:1
     ;;
+  DH) # session 21: the pair kernel compiles both phases into one kernel, so phase 1 runs at phase 2's registers (230 at
+      # the T=1 tile, sm_90, Triton 3.6: 2 programs an SM) though alone it needs 96 (5 an SM; phase 2 alone 205).
+      # MOELAB_PAIRS_TWO=1: two kernels, each compiled with its own phase; phase 2 PDL-launched once every phase-1
+      # program has started, polling the slots' counters as before (DG's hardware wait lost the per-slot start).
+      # Phase 1 alone at 8 x 1024 (96 registers), 8 x 2048 (168) and 4 x 1024 (64). Predicted: route + experts T=1
+      # Qwen3 -1..-3 us (phase 1's stream with 2.5x the programs in flight), Qwen3.5 likewise, the shard -0.5..-1.5,
+      # T=2..4 -1..-4; batch 1 -0.03..-0.10 ms a token.
+    run gpu-tests 120 python -m pytest tests/kernels/test_moe.py -k "two_launches or pairs or counter_stride" -q -p no:cacheprovider --tb=short -rf
+    run sweep-two 240 python benchmarks/sweep_moe.py --mode block --pairs-two --shapes qwen3,qwen35,shard35 --tokens 1,2,4 --samples 15
+    run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --new-tokens 128 --variants base,two=MOELAB_PAIRS_TWO:1,two4=MOELAB_PAIRS_TWO:1+MOELAB_PAIRS_BI:4
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

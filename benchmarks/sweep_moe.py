@@ -71,6 +71,9 @@ def main() -> None:
     ap.add_argument("--cnt-stride", default="",
                     help="pairs / block mode: only the default config, its arrival counters these many int32s apart "
                          "(1 packed, 32 a 128-byte line each)")
+    ap.add_argument("--pairs-two", action="store_true",
+                    help="block mode: the default experts' path with the pair kernel as one kernel and as two, each "
+                         "phase compiled alone (MOELAB_PAIRS_TWO=0/1)")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -202,6 +205,10 @@ def main() -> None:
                 grid = [dict(ROUTE="kernel")]
                 if a.cnt_stride:  # the default experts' path (pairs or census), its counters CS int32s apart
                     grid = [dict(ROUTE="kernel", CS_ENV=int(c)) for c in a.cnt_stride.split(",")]
+                if a.pairs_two:  # the pair kernel as one kernel and as two (each phase compiled alone), phase 1's
+                    # tile at the default 8 × 1024 (96 registers alone, sm_90, Triton 3.6), 8 × 2048 (168) and 4 × 1024 (64)
+                    grid = [dict(ROUTE="kernel", TWO_ENV=0), dict(ROUTE="kernel", TWO_ENV=1),
+                            dict(ROUTE="kernel", TWO_ENV=1, BLOCK_K=2048), dict(ROUTE="kernel", TWO_ENV=1, BLOCK_I=4)]
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.
@@ -217,6 +224,9 @@ def main() -> None:
                             os.environ["MOELAB_CNT_STRIDE"] = str(cfg["CS_ENV"])
                             tw, ids = ops.get("route", "moelab")(lg, k)
                             return fused_moe(x, w13, w2, tw, ids, sh, out=torch.empty_like(x))
+                        if "TWO_ENV" in cfg:  # read by the pair kernel's launcher, so at the graph's capture
+                            os.environ["MOELAB_PAIRS_TWO"] = str(cfg["TWO_ENV"])
+                            c.pop("TWO_ENV")
                         if "CHAIN" in cfg:  # read by the launchers (chain_pdl), so at the graph's capture
                             os.environ["MOELAB_CHAIN_MAX_T"] = str(cfg["CHAIN"])
                             tw, ids = ops.get("route", "moelab")(lg, k)

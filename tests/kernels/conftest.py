@@ -167,7 +167,7 @@ SM90_JOBS = {
                   {"PROBE": False,
                    "T": 1, "K": 8, "K_PAD": 8, "T_PAD": 1, "N_SLOTS": 9, "S_PAD": 16, "N_IBLK": 96, "N_HBLK": 128,
                    "N1": 864, "BLOCK_I": 8, "BLOCK_K": 512, "BLOCK_H": 16, "BLOCK_K2": 512, "HAS_SHARED": True,
-                   "SHARED_GATE": True, "SPIN_ASM": "", "CS": 32,
+                   "SHARED_GATE": True, "SPIN_ASM": "", "CS": 32, "PHASE": 0,
                    "TRIGGER": False, "USE_PDL": False},
                   ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"]),
     "moe_pairs_backoff": ("moe_pairs", "_moe_pairs_kernel",  # the spin with nanosleep between polls
@@ -179,7 +179,7 @@ SM90_JOBS = {
                            "T": 1, "K": 8, "K_PAD": 8, "T_PAD": 1, "N_SLOTS": 8, "S_PAD": 8, "N_IBLK": 96,
                            "N_HBLK": 64, "N1": 768, "BLOCK_I": 8, "BLOCK_K": 1024, "BLOCK_H": 32, "BLOCK_K2": 256,
                            "HAS_SHARED": False, "SHARED_GATE": False,
-                           "SPIN_ASM": "{ nanosleep.u32 256; mov.b32 $0, $1; }", "CS": 32,
+                           "SPIN_ASM": "{ nanosleep.u32 256; mov.b32 $0, $1; }", "CS": 32, "PHASE": 0,
                            "TRIGGER": True, "USE_PDL": True},
                           ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"]),
     "moe_decode": ("moe_decode", "_moe_decode_kernel",
@@ -303,6 +303,11 @@ SM90_JOBS = {
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_decode"]
 SM90_JOBS["moe_decode_backoff"] = (_module, _kernel, _types,
                                    dict(_consts, SPIN_ASM="{ nanosleep.u32 128; mov.b32 $0, $1; }"), *_rest)
+# The pair kernel as two kernels in the chain (MOELAB_PAIRS_TWO): phase 1 alone, releasing phase 2 after its own wait;
+# phase 2 alone, PDL-launched, polling phase 1's counters.
+for _phase in (1, 2):
+    _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]
+    SM90_JOBS[f"moe_pairs_phase{_phase}"] = (_module, _kernel, _types, dict(_consts, PHASE=_phase, SPIN_ASM=""), *_rest)
 # The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
 for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]

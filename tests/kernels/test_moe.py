@@ -490,6 +490,39 @@ def test_pairs_counter_stride_changes_nothing_but_where_the_counters_live(shared
     assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_pairs_in_two_launches_give_the_one_launch_output_bitwise(shared, monkeypatch):
+    """MOELAB_PAIRS_TWO=1 (an A/B switch): phase 1 and phase 2 as two kernels (each compiled with its own phase only)
+    sum the same partials in the same order, so the output is bitwise the one launch's; the counters are zero again
+    after it."""
+    from moelab.kernels import counters
+    from moelab.kernels.moe_pairs import moe_pairs
+    T, E, H, I, k = 2, 16, 96, 48, 4
+    x, w13, w2, w, ids, sh = make(T, E, H, I, k, torch.float16 if DEV == "cpu" else torch.bfloat16, seed=5,
+                                  shared=(24, True) if shared else None)
+    cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
+    a = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=cfg)
+    monkeypatch.setenv("MOELAB_PAIRS_TWO", "1")
+    for _ in range(2):
+        b = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=cfg)
+        assert torch.equal(a, b)
+        assert int(counters(x.device, 1, "moe").abs().sum()) == 0
+    assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
+
+
+def test_pairs_two_launches_compile_for_sm90(sm90):
+    """MOELAB_PAIRS_TWO's kernels: phase 1 waits for the router, then releases phase 2, and carries no poll (phase 2's
+    code is not compiled into it); phase 2 releases the next kernel, polls its slot's counter with an acquire, and
+    never waits in hardware (that wait would be for all of phase 1)."""
+    one, two = (sm90[f"moe_pairs_phase{p}"] for p in (1, 2))
+    assert "error" not in one and "error" not in two, (one.get("error"), two.get("error"))
+    one, two = one["ptx"], two["ptx"]
+    assert one.index("griddepcontrol.wait") < one.index("griddepcontrol.launch_dependents")
+    assert "ld.volatile" not in one and "gpu.release.add" in one  # the slot's release: atom or red
+    assert "griddepcontrol.wait" not in two and "griddepcontrol.launch_dependents" in two
+    assert "ld.volatile" in two and ".acquire" in two
+
+
 def test_route_releases_the_experts_kernel_in_the_chain(sm90):
     """Up to CHAIN_MAX_T rows (route() passes TRIGGER=chain_pdl(...)) the route kernel releases the PDL-launched
     experts' kernel before its first load, and never waits itself (it is not PDL-launched); with TRIGGER off the

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, interpreting, next_pow2
+from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_int, interpreting, next_pow2
 from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, spin_asm
 from moelab.kernels.probe import now_ns, sm_id
 
@@ -48,12 +48,19 @@ def _moe_pairs_kernel(
     USE_PDL: tl.constexpr,  # launched with PDL (the router released it): wait before reading anything
     PROBE: tl.constexpr = False,  # per-program timestamps (benchmarks/probe_timeline.py)
     CS: tl.constexpr = 1,  # counter stride (int32s): kernels.COUNTER_STRIDE
+    PHASE: tl.constexpr = 0,  # 0 both phases; 1 or 2 only that phase's code (MOELAB_PAIRS_TWO: two kernels, each
+    #                           with the registers of its own phase; phase 2 still polls phase 1's counters)
+    PID0=0,  # PHASE 2: the first program's pid (N1)
 ):
-    pid = tl.program_id(0)
-    if TRIGGER:
+    pid = tl.program_id(0) + PID0
+    if TRIGGER and PHASE != 1:
         tl.extra.cuda.gdc_launch_dependents()
-    if USE_PDL:
+    if USE_PDL and PHASE != 2:
         tl.extra.cuda.gdc_wait()  # the routing, x and the counters all follow the router's completion
+    if TRIGGER and PHASE == 1:
+        # The phase-2 kernel reads the routing without a wait of its own (it polls this kernel's counters, and its
+        # wait would be for this whole kernel): release it only once every program here has seen the router end.
+        tl.extra.cuda.gdc_launch_dependents()
     if PROBE:  # the start: the wait returned (or the program began)
         tl.store(probe_ptr + pid * 4, now_ns(pid))
         tl.store(probe_ptr + pid * 4 + 3, sm_id(pid).to(tl.int64) * 2 + (pid >= N1).to(tl.int64))
@@ -63,7 +70,10 @@ def _moe_pairs_kernel(
     # Phase-major: all phase-1 programs, then all phase-2 programs. (A slot-major order, each slot's phase 2
     # right after its phase 1, measured slower at every shape: docs/worklog.md.)
     q = tl.maximum(pid - N1, 0)
-    phase1 = pid < N1
+    if PHASE == 0:
+        phase1 = pid < N1
+    else:
+        phase1: tl.constexpr = PHASE == 1  # the other phase's code is not compiled: its registers are not reserved
     s = tl.where(phase1, pid // N_IBLK, q // N_HBLK)
     ib = pid % N_IBLK
     hb = q % N_HBLK
@@ -204,6 +214,9 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     I = I2 // 2
     k = topk_ids.shape[1]
     cfg = dict(pairs_config(T, k, H, I), **(config or {}))
+    if config is None:  # A/B switches for phase 1's tile (read at launch): $MOELAB_PAIRS_BI rows, $MOELAB_PAIRS_BK of H
+        cfg["BLOCK_I"] = env_int("MOELAB_PAIRS_BI", cfg["BLOCK_I"])
+        cfg["BLOCK_K"] = env_int("MOELAB_PAIRS_BK", cfg["BLOCK_K"])
     # In the step-long chain (kernels.chain_pdl): released by the router as it starts, this kernel waits for it in
     # hardware; it releases the next norm as each program starts (released only once phase 2's activations were
     # ready instead, batch 1 took 2.493 against 2.482 ms).
@@ -224,14 +237,22 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     gw = torch.empty(T, dtype=torch.float32, device=x.device)
     ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
-    _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](
-        x, w13, w2, topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
-        act, part, gw, counters(x.device, (n_slots + n_hblk + 1) * cs, "moe"), out, probe if probe is not None else x,
-        H, I, IS, E, i_max,
-        x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
-        T=T, K=k, K_PAD=next_pow2(k), T_PAD=next_pow2(T),
-        N_SLOTS=n_slots, S_PAD=next_pow2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
-        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger, USE_PDL=pdl,
-        PROBE=probe is not None, CS=cs, num_warps=num_warps, **({"launch_pdl": True} if pdl else {}), **cfg,
-    )
+    args = (x, w13, w2, topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
+            act, part, gw, counters(x.device, (n_slots + n_hblk + 1) * cs, "moe"), out, probe if probe is not None else x,
+            H, I, IS, E, i_max,
+            x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0))
+    meta = dict(T=T, K=k, K_PAD=next_pow2(k), T_PAD=next_pow2(T),
+                N_SLOTS=n_slots, S_PAD=next_pow2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
+                HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger,
+                USE_PDL=pdl, PROBE=probe is not None, CS=cs, num_warps=num_warps,
+                **({"launch_pdl": True} if pdl else {}), **cfg)
+    # MOELAB_PAIRS_TWO=1 (an A/B switch, read at launch): the phases as two kernels, so phase 1 is compiled alone (96
+    # registers at the T=1 tile, sm_90, Triton 3.6: 5 programs an SM) instead of under phase 2's 237 (2 an SM).
+    # Phase 2 is PDL-launched once every phase-1 program has started, and polls the slots' counters as before (no
+    # hardware wait: that waits for all of phase 1, which lost, stage DG). Without PDL, stream order: no wait at all.
+    if env_int("MOELAB_PAIRS_TWO", 0) and probe is None:
+        _moe_pairs_kernel[(n1,)](*args, PHASE=1, PID0=0, **dict(meta, TRIGGER=pdl))
+        _moe_pairs_kernel[(n_slots * n_hblk,)](*args, PHASE=2, PID0=n1, **meta)
+        return out
+    _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](*args, **meta)
     return out
