@@ -913,10 +913,23 @@ case "${1:?stage A to G}" in
       # program has started, polling the slots' counters as before (DG's hardware wait lost the per-slot start).
       # Phase 1 alone at 8 x 1024 (96 registers), 8 x 2048 (168) and 4 x 1024 (64). Predicted: route + experts T=1
       # Qwen3 -1..-3 us (phase 1's stream with 2.5x the programs in flight), Qwen3.5 likewise, the shard -0.5..-1.5,
-      # T=2..4 -1..-4; batch 1 -0.03..-0.10 ms a token.
+      # T=2..4 -1..-4; batch 1 -0.03..-0.10 ms a token. Measured (gpu-session-DH-...T1608.log): T=1 Qwen3 25.04 ->
+      # 25.69 (4 x 1024: 25.17), the shard 12.11 -> 12.68; T=2 41.97 -> 41.26, T=4 75.20 -> 74.52, Qwen3.5 T=2 34.72 ->
+      # 33.71, T=4 60.04 -> 59.26; batch 1 2.37 -> 2.38 ms. Two kernels are the default from T=2 now (PAIRS_TWO_MIN_T);
+      # the phase-1 tile switches (MOELAB_PAIRS_BI/BK) are gone, and --pairs-two now sweeps phase 2's tiles.
     run gpu-tests 120 python -m pytest tests/kernels/test_moe.py -k "two_launches or pairs or counter_stride" -q -p no:cacheprovider --tb=short -rf
     run sweep-two 240 python benchmarks/sweep_moe.py --mode block --pairs-two --shapes qwen3,qwen35,shard35 --tokens 1,2,4 --samples 15
     run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --new-tokens 128 --variants base,two=MOELAB_PAIRS_TWO:1,two4=MOELAB_PAIRS_TWO:1+MOELAB_PAIRS_BI:4
+    ;;
+  DI) # session 21: DH's two kernels won a little at T=2..4 (now the default there) and tied or lost at T=1, so phase 1's
+      # registers were not what holds T=1 back. With the phases in two kernels, phase 2's tile no longer sets phase 1's
+      # registers: phase-2 tiles holding the whole w2 slice before the wait (what lost in one kernel, stage CE, as
+      # phase 1 ended later) cut the tail after the last slot's readiness (4.75 us, stage CD: two serial chunks after
+      # the wait). Tiles 8 x whole (96 registers), 16 x whole (221), 16 x half (103). Predicted T=1 Qwen3 -1..-2.5 us
+      # against one kernel, Qwen3.5 -1..-2, the shard 0..-0.5; batch 1 -0.02..-0.10 ms a token.
+    run gpu-tests 150 python -m pytest tests/kernels/test_moe.py tests/kernels/test_moe_custom_op.py -k "two or pairs or counter_stride or block" -q -p no:cacheprovider --tb=short -rf
+    run sweep-two 240 python benchmarks/sweep_moe.py --mode block --pairs-two --shapes qwen3,qwen35,shard35 --tokens 1,2,4 --samples 15
+    run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --new-tokens 128 --variants base,w8=MOELAB_PAIRS_TWO:1+MOELAB_PAIRS_BH:8+MOELAB_PAIRS_BK2:1024,w16=MOELAB_PAIRS_TWO:1+MOELAB_PAIRS_BH:16+MOELAB_PAIRS_BK2:1024
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

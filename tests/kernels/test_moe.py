@@ -492,15 +492,16 @@ def test_pairs_counter_stride_changes_nothing_but_where_the_counters_live(shared
 
 @pytest.mark.parametrize("shared", [False, True])
 def test_pairs_in_two_launches_give_the_one_launch_output_bitwise(shared, monkeypatch):
-    """MOELAB_PAIRS_TWO=1 (an A/B switch): phase 1 and phase 2 as two kernels (each compiled with its own phase only)
-    sum the same partials in the same order, so the output is bitwise the one launch's; the counters are zero again
-    after it."""
+    """Phase 1 and phase 2 as two kernels (each compiled with its own phase only; the default from PAIRS_TWO_MIN_T
+    tokens, MOELAB_PAIRS_TWO switches it) sum the same partials in the same order, so the output is bitwise the one
+    kernel's; the counters are zero again after it."""
     from moelab.kernels import counters
     from moelab.kernels.moe_pairs import moe_pairs
     T, E, H, I, k = 2, 16, 96, 48, 4
     x, w13, w2, w, ids, sh = make(T, E, H, I, k, torch.float16 if DEV == "cpu" else torch.bfloat16, seed=5,
                                   shared=(24, True) if shared else None)
     cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
+    monkeypatch.setenv("MOELAB_PAIRS_TWO", "0")
     a = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=cfg)
     monkeypatch.setenv("MOELAB_PAIRS_TWO", "1")
     for _ in range(2):
@@ -508,6 +509,29 @@ def test_pairs_in_two_launches_give_the_one_launch_output_bitwise(shared, monkey
         assert torch.equal(a, b)
         assert int(counters(x.device, 1, "moe").abs().sum()) == 0
     assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
+
+
+def test_pairs_runs_two_kernels_from_two_tokens(monkeypatch):
+    """The default: one kernel at T=1, two from PAIRS_TWO_MIN_T (counted launches); MOELAB_PAIRS_TWO overrides it."""
+    from moelab.kernels import moe_pairs as mp
+    launched, kernel = [], mp._moe_pairs_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            launched.append(grid)
+            return kernel[grid]
+
+    monkeypatch.setattr(mp, "_moe_pairs_kernel", Spy())
+    for T, env, kernels in ((1, None, 1), (2, None, 2), (4, None, 2), (2, "0", 1), (1, "1", 2)):
+        if env is None:
+            monkeypatch.delenv("MOELAB_PAIRS_TWO", raising=False)
+        else:
+            monkeypatch.setenv("MOELAB_PAIRS_TWO", env)
+        x, w13, w2, w, ids, _ = make(T, 16, 96, 48, 4, torch.float16 if DEV == "cpu" else torch.bfloat16, seed=T)
+        launched.clear()
+        mp.moe_pairs(x, w13, w2, w, ids, out=poisoned(T, 96, x.dtype),
+                     config=dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4))
+        assert len(launched) == kernels, (T, env)
 
 
 def test_pairs_two_launches_compile_for_sm90(sm90):

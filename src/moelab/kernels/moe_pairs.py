@@ -5,7 +5,8 @@ Napkin math as in `moe_decode` (T=1, Qwen3-30B-A3B: 8 experts × 9.44 MB = 75.5 
 once and needs no census of distinct experts; for T > 1 a pair slot re-reads an expert that two tokens
 share, which `moe_decode`'s census avoids (the launcher picks by measurement).
 
-One launch, two phases, as `moe_decode`:
+Two phases, as `moe_decode`; at T=1 one launch, from PAIRS_TWO_MIN_T tokens two kernels (each compiled with its own
+phase only, so phase 1 is not held to phase 2's registers; phase 2 still polls phase 1's counters):
   * phase 1, programs (slot, block of BLOCK_I rows): x[t] · gate/up rows of expert e → SiLU(g)·u,
     rounded to the activation dtype, into act[slot, :]; release-increment the slot's counter;
   * phase 2, programs (slot, block of BLOCK_H outputs): load the first chunk of w2[e, rows, :] BEFORE
@@ -165,6 +166,14 @@ def _moe_pairs_kernel(
         tl.store(probe_ptr + pid * 4 + 2, now_ns(pid))
 
 
+# Two kernels from this many tokens (see `moe_pairs`). Route + experts, one kernel against two, two passes in one process
+# (H200, session 21, sweep-moe-block-two-…T1608): Qwen3-30B-A3B T=2 41.97 → 41.26 µs, T=4 75.20 → 74.52; Qwen3.5 T=2
+# 34.72 → 33.71, T=4 60.04 → 59.26; its tp=4 shard T=2 15.48 → 15.21, T=4 21.97 → 21.88. At T=1 two kernels lost for
+# Qwen3-30B-A3B (25.04 → 25.69; batch 1 2.37 → 2.38 ms a token, ab-chain-…T160825) and the shard (12.11 → 12.68), and
+# Qwen3.5 T=1 (23.13 → 22.18) sat inside the one kernel's own pass-to-pass spread (23.8 / 22.4): one kernel stays.
+PAIRS_TWO_MIN_T = 2
+
+
 def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     """Launch parameters. Best of benchmarks/sweep_moe.py --mode pairs on the H200 (2026-12-01 11:58,
     results/sweep-moe-pairs-*-T1158.json) at Qwen3-30B-A3B T=1 (24.1 µs) and T=4 (75.9 µs) and Qwen3.5-35B-A3B
@@ -214,9 +223,9 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     I = I2 // 2
     k = topk_ids.shape[1]
     cfg = dict(pairs_config(T, k, H, I), **(config or {}))
-    if config is None:  # A/B switches for phase 1's tile (read at launch): $MOELAB_PAIRS_BI rows, $MOELAB_PAIRS_BK of H
-        cfg["BLOCK_I"] = env_int("MOELAB_PAIRS_BI", cfg["BLOCK_I"])
-        cfg["BLOCK_K"] = env_int("MOELAB_PAIRS_BK", cfg["BLOCK_K"])
+    if config is None:  # A/B switches for phase 2's tile (read at launch): $MOELAB_PAIRS_BH outputs × $MOELAB_PAIRS_BK2
+        cfg["BLOCK_H"] = env_int("MOELAB_PAIRS_BH", cfg["BLOCK_H"])
+        cfg["BLOCK_K2"] = env_int("MOELAB_PAIRS_BK2", cfg["BLOCK_K2"])
     # In the step-long chain (kernels.chain_pdl): released by the router as it starts, this kernel waits for it in
     # hardware; it releases the next norm as each program starts (released only once phase 2's activations were
     # ready instead, batch 1 took 2.493 against 2.482 ms).
@@ -246,11 +255,12 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
                 HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger,
                 USE_PDL=pdl, PROBE=probe is not None, CS=cs, num_warps=num_warps,
                 **({"launch_pdl": True} if pdl else {}), **cfg)
-    # MOELAB_PAIRS_TWO=1 (an A/B switch, read at launch): the phases as two kernels, so phase 1 is compiled alone (96
-    # registers at the T=1 tile, sm_90, Triton 3.6: 5 programs an SM) instead of under phase 2's 237 (2 an SM).
-    # Phase 2 is PDL-launched once every phase-1 program has started, and polls the slots' counters as before (no
-    # hardware wait: that waits for all of phase 1, which lost, stage DG). Without PDL, stream order: no wait at all.
-    if env_int("MOELAB_PAIRS_TWO", 0) and probe is None:
+    # From PAIRS_TWO_MIN_T tokens the phases are two kernels, so phase 1 is compiled alone (96 registers at the T=1
+    # tile, sm_90, Triton 3.6: 5 programs an SM) instead of under phase 2's 230 (2 an SM). Phase 2 is PDL-launched
+    # once every phase-1 program has started, and polls the slots' counters as in one kernel (a hardware wait would
+    # be for all of phase 1: that lost, stage DG). Without PDL, stream order: no wait at all. $MOELAB_PAIRS_TWO
+    # (0 or 1, read at launch) overrides the choice for an A/B.
+    if env_int("MOELAB_PAIRS_TWO", int(T >= PAIRS_TWO_MIN_T)) and probe is None:
         _moe_pairs_kernel[(n1,)](*args, PHASE=1, PID0=0, **dict(meta, TRIGGER=pdl))
         _moe_pairs_kernel[(n_slots * n_hblk,)](*args, PHASE=2, PID0=n1, **meta)
         return out
