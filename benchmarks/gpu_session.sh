@@ -926,7 +926,11 @@ case "${1:?stage A to G}" in
       # registers: phase-2 tiles holding the whole w2 slice before the wait (what lost in one kernel, stage CE, as
       # phase 1 ended later) cut the tail after the last slot's readiness (4.75 us, stage CD: two serial chunks after
       # the wait). Tiles 8 x whole (96 registers), 16 x whole (221), 16 x half (103). Predicted T=1 Qwen3 -1..-2.5 us
-      # against one kernel, Qwen3.5 -1..-2, the shard 0..-0.5; batch 1 -0.02..-0.10 ms a token.
+      # against one kernel, Qwen3.5 -1..-2, the shard 0..-0.5; batch 1 -0.02..-0.10 ms a token. Measured
+      # (gpu-session-DI-...T1617.log): every whole-slice tile lost, T=1 Qwen3 24.85 (one kernel) against 27.4-29.3 us,
+      # T=2/4 +4..+20 us, the shard +1.6..+3.7; batch 1 2.36 -> 2.52 / 2.59 ms. The two kernels' default tiles again
+      # beat one kernel at T=2..4 (Qwen3 T=2 42.15 -> 41.49, T=4 75.56 -> 74.71). MOELAB_PAIRS_BH/BK2 are gone, and
+      # --pairs-two times one kernel against two: this stage's ab-b1 no longer runs.
     run gpu-tests 150 python -m pytest tests/kernels/test_moe.py tests/kernels/test_moe_custom_op.py -k "two or pairs or counter_stride or block" -q -p no:cacheprovider --tb=short -rf
     run sweep-two 240 python benchmarks/sweep_moe.py --mode block --pairs-two --shapes qwen3,qwen35,shard35 --tokens 1,2,4 --samples 15
     run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --new-tokens 128 --variants base,w8=MOELAB_PAIRS_TWO:1+MOELAB_PAIRS_BH:8+MOELAB_PAIRS_BK2:1024,w16=MOELAB_PAIRS_TWO:1+MOELAB_PAIRS_BH:16+MOELAB_PAIRS_BK2:1024

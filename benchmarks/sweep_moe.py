@@ -206,15 +206,11 @@ def main() -> None:
                 if a.cnt_stride:  # the default experts' path (pairs or census), its counters CS int32s apart
                     grid = [dict(ROUTE="kernel", CS_ENV=int(c)) for c in a.cnt_stride.split(",")]
                 if a.pairs_two:
-                    # The pair kernel as one kernel and as two (each phase compiled alone), and as two with phase-2
-                    # tiles that request the program's whole w2 slice before the wait (phase 2 alone, sm_90, Triton
-                    # 3.6: 8 × 1024 96 registers, 16 × 1024 221; 16 × 512 103; the default 32 × 256 205). Session 21's
-                    # first run (stage DH) also had phase 1 at 8 × 2048 and 4 × 1024: lost or tied everywhere.
-                    whole = next_pow2(max(I, SI))
-                    grid = [dict(ROUTE="kernel", TWO_ENV=0), dict(ROUTE="kernel", TWO_ENV=1),
-                            dict(ROUTE="kernel", TWO_ENV=1, BLOCK_H=8, BLOCK_K2=whole),
-                            dict(ROUTE="kernel", TWO_ENV=1, BLOCK_H=16, BLOCK_K2=whole),
-                            dict(ROUTE="kernel", TWO_ENV=1, BLOCK_H=16, BLOCK_K2=max(16, whole // 2))]
+                    # The pair kernel as one kernel and as two (each phase compiled alone: PAIRS_TWO_MIN_T). Session 21
+                    # also swept, with two kernels (sweep-moe-block-two-…T1608, …-two-whole2-…T1617), phase 1 at 8 ×
+                    # 2048 and 4 × 1024, and phase-2 tiles holding the whole w2 slice before the wait (8 × whole, 16 ×
+                    # whole, 16 × half): lost or tied at every shape and T.
+                    grid = [dict(ROUTE="kernel", TWO_ENV=0), dict(ROUTE="kernel", TWO_ENV=1)]
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.

@@ -223,9 +223,6 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     I = I2 // 2
     k = topk_ids.shape[1]
     cfg = dict(pairs_config(T, k, H, I), **(config or {}))
-    if config is None:  # A/B switches for phase 2's tile (read at launch): $MOELAB_PAIRS_BH outputs × $MOELAB_PAIRS_BK2
-        cfg["BLOCK_H"] = env_int("MOELAB_PAIRS_BH", cfg["BLOCK_H"])
-        cfg["BLOCK_K2"] = env_int("MOELAB_PAIRS_BK2", cfg["BLOCK_K2"])
     # In the step-long chain (kernels.chain_pdl): released by the router as it starts, this kernel waits for it in
     # hardware; it releases the next norm as each program starts (released only once phase 2's activations were
     # ready instead, batch 1 took 2.493 against 2.482 ms).
