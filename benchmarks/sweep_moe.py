@@ -74,8 +74,6 @@ def main() -> None:
     ap.add_argument("--pairs-two", action="store_true",
                     help="block mode: the default experts' path with the pair kernel as one kernel and as two, each "
                          "phase compiled alone (MOELAB_PAIRS_TWO=0/1)")
-    ap.add_argument("--census-two", action="store_true",
-                    help="block mode, T > 4: the census kernel as one kernel and as two (MOELAB_CENSUS_TWO=0/1)")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -213,8 +211,6 @@ def main() -> None:
                     # 2048 and 4 × 1024, and phase-2 tiles holding the whole w2 slice before the wait (8 × whole, 16 ×
                     # whole, 16 × half): lost or tied at every shape and T.
                     grid = [dict(ROUTE="kernel", TWO_ENV=0), dict(ROUTE="kernel", TWO_ENV=1)]
-                if a.census_two:  # the census kernel as one kernel and as two (each phase compiled alone)
-                    grid = [dict(ROUTE="kernel", CTWO_ENV=v) for v in (0, 1)]
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.
@@ -233,10 +229,6 @@ def main() -> None:
                         if "TWO_ENV" in cfg:  # read by the pair kernel's launcher, so at the graph's capture
                             os.environ["MOELAB_PAIRS_TWO"] = str(cfg["TWO_ENV"])
                             c.pop("TWO_ENV")
-                        if "CTWO_ENV" in cfg:  # read by the census kernel's launcher, so at the graph's capture
-                            os.environ["MOELAB_CENSUS_TWO"] = str(cfg["CTWO_ENV"])
-                            tw, ids = ops.get("route", "moelab")(lg, k)
-                            return fused_moe(x, w13, w2, tw, ids, sh, out=torch.empty_like(x))
                         if "CHAIN" in cfg:  # read by the launchers (chain_pdl), so at the graph's capture
                             os.environ["MOELAB_CHAIN_MAX_T"] = str(cfg["CHAIN"])
                             tw, ids = ops.get("route", "moelab")(lg, k)

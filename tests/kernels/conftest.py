@@ -190,7 +190,7 @@ SM90_JOBS = {
                    {"K": 8, "K_PAD": 8, "P_PAD": 64, "E_PAD": 128, "S_MAX": 65, "S_PAD": 128, "N_IBLK": 24, "N_HBLK": 32,
                     "N1": 1560, "BLOCK_T": 16, "BLOCK_I": 32, "BLOCK_K": 64, "BLOCK_H": 64, "BLOCK_K2": 64,
                     "HAS_SHARED": True, "SHARED_GATE": True, "PREC": "tf32", "TRIGGER": False, "USE_PDL": False,
-                    "TMA": False, "CS": 32, "SPIN_ASM": "", "PHASE": 0},
+                    "TMA": False, "CS": 32, "SPIN_ASM": ""},
                    ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"],
                    {"num_warps": 4, "num_stages": 4}),  # decode_config at T = 2..16
     "moe_gate_up": ("moe_grouped", "_gate_up_kernel",
@@ -334,11 +334,6 @@ SM90_JOBS["moe_decode_pdl"] = (_module, _kernel, _types, dict(_consts, S_MAX=64,
 SM90_JOBS["moe_decode_tma"] = (_module, _kernel, dict(_types, w13_desc="tensordesc<bf16[32, 64]>",
                                                       w2_desc="tensordesc<bf16[64, 64]>"),
                                dict(SM90_JOBS["moe_decode_pdl"][3], TMA=True), _div16_t8, *_rest)
-
-# The census kernel as two kernels (MOELAB_CENSUS_TWO) in the chain, at T=8 (the engine's batch-8 form).
-for _phase in (1, 2):
-    _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_decode_pdl"]
-    SM90_JOBS[f"moe_decode_phase{_phase}"] = (_module, _kernel, _types, dict(_consts, PHASE=_phase), *_rest)
 
 _SM90_SCRIPT = r"""
 import importlib, json, sys

@@ -268,25 +268,6 @@ def test_decode_census_bad_id_gets_no_slot(T, E, k, dtype):
         assert torch.equal(got[keep], moe_decode(x, w13, w2, w, ids, sh, out=poisoned(T, 64, dtype))[keep])
 
 
-@pytest.mark.parametrize("shared", [None, (24, True)])
-def test_census_in_two_kernels_gives_the_one_kernel_output_bitwise(shared, monkeypatch):
-    """MOELAB_CENSUS_TWO=1 (an A/B switch): the census kernel's phases as two kernels, each compiled with its own
-    phase only, sum the same partials in the same order: bitwise the one kernel's output; counters zero after it."""
-    from moelab.kernels import counters
-    from moelab.kernels.moe_decode import moe_decode
-    T, E, H, I, k = 5, 16, 64, 40, 4
-    x, w13, w2, w, ids, sh = make(T, E, H, I, k, torch.float16 if DEV == "cpu" else torch.bfloat16, seed=7,
-                                  shared=shared)
-    cfg = dict(BLOCK_T=16, BLOCK_I=16, BLOCK_K=32, BLOCK_H=32, BLOCK_K2=32, num_warps=4)
-    a = moe_decode(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=cfg)
-    monkeypatch.setenv("MOELAB_CENSUS_TWO", "1")
-    for _ in range(2):
-        b = moe_decode(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=cfg)
-        assert torch.equal(a, b)
-        assert int(counters(x.device, 1, "moe").abs().sum()) == 0
-    assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
-
-
 def test_decode_many_seeds():
     """100 random seeds at one decode shape (routing and data both change)."""
     for path in ("pairs", "decode"):
@@ -614,18 +595,6 @@ def test_pairs_backoff_compiles_for_sm90(sm90):
     wait = ptx.index("griddepcontrol.wait")
     assert ptx.index("griddepcontrol.launch_dependents") < wait
     assert not re.search(r"\b(ld|st|atom)\.global", ptx[:wait])
-
-
-def test_census_two_kernels_compile_for_sm90(sm90):
-    """MOELAB_CENSUS_TWO's kernels at T=8 in the chain: phase 1 waits for the router, then releases phase 2, and
-    carries no poll; phase 2 releases the next kernel, polls with an acquire, and never waits in hardware."""
-    one, two = (sm90[f"moe_decode_phase{p}"] for p in (1, 2))
-    assert "error" not in one and "error" not in two, (one.get("error"), two.get("error"))
-    one, two = one["ptx"], two["ptx"]
-    assert one.index("griddepcontrol.wait") < one.index("griddepcontrol.launch_dependents")
-    assert "ld.volatile" not in one and "gpu.release.add" in one
-    assert "griddepcontrol.wait" not in two and "griddepcontrol.launch_dependents" in two
-    assert "ld.volatile" in two and ".acquire" in two
 
 
 def test_census_backoff_compiles_for_sm90(sm90):

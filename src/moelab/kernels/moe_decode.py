@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_flag, env_int, interpreting, next_pow2
+from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_flag, interpreting, next_pow2
 from moelab.kernels import dot_precision as _prec
 
 
@@ -112,19 +112,15 @@ def _moe_decode_kernel(
     TMA: tl.constexpr = False,  # weight tiles by tensor descriptor (Hopper TMA), not pointer loads; no shared expert
     CS: tl.constexpr = 1,  # counter stride (int32s): kernels.COUNTER_STRIDE
     SPIN_ASM: tl.constexpr = "",  # the phase-2 wait's backoff between polls (spin_asm; "": the tight spin)
-    PHASE: tl.constexpr = 0,  # 0 both phases; 1 or 2 only that phase's code (two kernels, as `moe_pairs` from T=2)
-    PID0=0,  # PHASE 2: the first program's pid (N1)
 ):
     tl.static_assert(not (TMA and HAS_SHARED), "the TMA form has no shared expert")
-    if TRIGGER and PHASE != 1:
+    if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
-    if USE_PDL and PHASE != 2:
+    if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the routing, x and the counters all follow the router's completion
-    if TRIGGER and PHASE == 1:  # the phase-2 kernel reads the routing without a wait: only after the router's end
-        tl.extra.cuda.gdc_launch_dependents()
     # counters: [0, S_MAX) phase-1 blocks done per slot; [S_MAX, S_MAX+N_HBLK) phase-2 programs done per
     # block of outputs; S_MAX+N_HBLK: phase-2 programs done in all (the last one resets everything).
-    pid = tl.program_id(0) + PID0
+    pid = tl.program_id(0)
     USE_DOT: tl.constexpr = BLOCK_T >= 16
 
     # Distinct experts hit, in id order: presence over E from the T·K ids (identical in every program).
@@ -158,11 +154,7 @@ def _moe_decode_kernel(
     I_s = tl.where(is_shared, IS, I)
     slot_on = is_shared | (s < n_routed)
 
-    if PHASE == 0:
-        phase1 = pid < N1
-    else:
-        phase1: tl.constexpr = PHASE == 1  # the other phase's code is not compiled: its registers are not reserved
-    if phase1:
+    if pid < N1:
         # ---------------- phase 1: gate/up rows of one expert for all its tokens ----------------
         if slot_on & (ib * BLOCK_I < I_s):
             if is_shared:
@@ -347,22 +339,16 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
         w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [cfg["BLOCK_H"], cfg["BLOCK_K2"]])
     else:
         w13_desc, w2_desc = w13, w2  # unused
-    args = (x, w13, w2, tw, ids, sw13, sw2, sgate if sgate is not None else x,
-            act, part, counters(x.device, (s_max + n_hblk + 1) * cs, "moe"), out, w13_desc, w2_desc,
-            T, H, I, IS, E, i_max,
-            x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0))
-    meta = dict(K=k, K_PAD=next_pow2(k), P_PAD=next_pow2(T * k),
-                E_PAD=next_pow2(E), S_MAX=s_max, S_PAD=next_pow2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
-                HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None,
-                PREC=_prec(x.dtype, "fused_moe (census path)") if cfg["BLOCK_T"] >= 16 else "tf32",  # 1 token: no dot
-                TRIGGER=pdl, USE_PDL=pdl, TMA=tma, CS=cs, SPIN_ASM=spin, num_warps=num_warps,
-                **({"launch_pdl": True} if pdl else {}), **cfg)
-    # $MOELAB_CENSUS_TWO=1 (an A/B switch, read at launch): the phases as two kernels, as `moe_pairs` runs them from
-    # T=2 (phase 1 alone at T=8: 56 registers and 30 KB of shared memory against 67 and 41 KB with phase 2's code,
-    # sm_90, Triton 3.6); phase 2 PDL-launched once every phase-1 program has started, polling the slots' counters.
-    if env_int("MOELAB_CENSUS_TWO", 0):
-        _moe_decode_kernel[(n1,)](*args, PHASE=1, PID0=0, **meta)
-        _moe_decode_kernel[(n2,)](*args, PHASE=2, PID0=n1, **meta)
-        return out
-    _moe_decode_kernel[(n1 + n2,)](*args, **meta)
+    _moe_decode_kernel[(n1 + n2,)](
+        x, w13, w2, tw, ids, sw13, sw2, sgate if sgate is not None else x,
+        act, part, counters(x.device, (s_max + n_hblk + 1) * cs, "moe"), out, w13_desc, w2_desc,
+        T, H, I, IS, E, i_max,
+        x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0),
+        K=k, K_PAD=next_pow2(k), P_PAD=next_pow2(T * k),
+        E_PAD=next_pow2(E), S_MAX=s_max, S_PAD=next_pow2(s_max), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
+        HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None,
+        PREC=_prec(x.dtype, "fused_moe (census path)") if cfg["BLOCK_T"] >= 16 else "tf32",  # 1 token: no tl.dot
+        TRIGGER=pdl, USE_PDL=pdl, TMA=tma, CS=cs, SPIN_ASM=spin, num_warps=num_warps,
+        **({"launch_pdl": True} if pdl else {}), **cfg,
+    )
     return out
