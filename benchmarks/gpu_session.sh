@@ -935,6 +935,21 @@ case "${1:?stage A to G}" in
     run sweep-two 240 python benchmarks/sweep_moe.py --mode block --pairs-two --shapes qwen3,qwen35,shard35 --tokens 1,2,4 --samples 15
     run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --new-tokens 128 --variants base,w8=MOELAB_PAIRS_TWO:1+MOELAB_PAIRS_BH:8+MOELAB_PAIRS_BK2:1024,w16=MOELAB_PAIRS_TWO:1+MOELAB_PAIRS_BH:16+MOELAB_PAIRS_BK2:1024
     ;;
+  DJ) # session 21: the census kernel (T=5..16) holds both phases in one kernel as the pair kernel did: phase 1 alone
+      # at T=8 needs 56 registers and 30 KB of shared memory (7 programs an SM) against 70 and 41 KB (5) with phase 2's
+      # code (sm_90, Triton 3.6). MOELAB_CENSUS_TWO=1: two kernels, as the pair kernel's default from T=2 (DH: -0.7..-1
+      # us at T=2..4). Predicted: route + experts T=8 / 16 -0.5..-2 us (Qwen3 and Qwen3.5), batch 8 0..-0.05 ms a token.
+      # Measured (gpu-session-DJ-...T1622.log): lost, Qwen3 T=8 116.99 -> 119.94, T=16 199.07 -> 203.41 us, Qwen3.5
+      # T=16 a tie; batch 8 7.35 -> 7.46 ms. The code (d5e89e9) was reverted: this stage no longer runs.
+    run gpu-tests 120 python -m pytest tests/kernels/test_moe.py -k "census or two or decode" -q -p no:cacheprovider --tb=short -rf
+    run sweep-ctwo 150 python benchmarks/sweep_moe.py --mode block --census-two --shapes qwen3,qwen35 --tokens 8,16 --samples 15
+    run ab-b8 200 python benchmarks/ab_chain.py --batch 8 --rounds 3 --new-tokens 64 --variants base,ctwo=MOELAB_CENSUS_TWO:1
+    ;;
+  DK) # session 21: the MoE records on the shipped code (two pair kernels from T=2, PAIRS_TWO_MIN_T)
+    run bench-moe 170 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    run bench-moe-35 90 python -m moelab bench moe --model qwen3.5-35b-a3b --tokens 1,2,4,8,16 --samples 10 --save
+    run bench-moe-35tp 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
