@@ -950,6 +950,12 @@ case "${1:?stage A to G}" in
     run bench-moe-35 90 python -m moelab bench moe --model qwen3.5-35b-a3b --tokens 1,2,4,8,16 --samples 10 --save
     run bench-moe-35tp 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
     ;;
+  DL) # prepared in session 21, not yet run: with the phases in two kernels, phase-1 tiles that fit one wave at T=1 (the
+      # default 8 x 1024 makes 768 programs, 1.16 waves at 5 an SM, and the last slot's programs come last): 16 x 512,
+      # 16 x 256, 32 x 256 (sweep_moe.py --pairs-two-tiles). Predicted: T=1 -1..+2 us (every slot ready at about the
+      # same time, ~12-13 us, then phase 2's 25 MB behind it; the per-slot overlap shrinks).
+    run sweep-two-tiles 200 python benchmarks/sweep_moe.py --mode block --pairs-two --pairs-two-tiles --shapes qwen3,qwen35,shard35 --tokens 1,2 --samples 15
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

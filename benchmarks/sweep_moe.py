@@ -74,12 +74,16 @@ def main() -> None:
     ap.add_argument("--pairs-two", action="store_true",
                     help="block mode: the default experts' path with the pair kernel as one kernel and as two, each "
                          "phase compiled alone (MOELAB_PAIRS_TWO=0/1)")
+    ap.add_argument("--pairs-two-tiles", action="store_true",
+                    help="with --pairs-two: also phase-1 tiles that fit one wave at T=1 (16 × 512, 16 × 256, 32 × 256)")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
     ap.add_argument("--t1", default="all", choices=["all", "dot"],
                     help="decode mode at T=1: all configs, or only the tensor-core form, the pair kernel and cuBLAS")
     a = ap.parse_args()
+    if a.pairs_two_tiles and not a.pairs_two:
+        ap.error("--pairs-two-tiles is a part of --pairs-two: give both")
     try:
         ceil = hardware.ceilings()
     except Exception as e:  # the probe is new: say so and use the datasheet rather than stop the sweep
@@ -211,6 +215,13 @@ def main() -> None:
                     # 2048 and 4 × 1024, and phase-2 tiles holding the whole w2 slice before the wait (8 × whole, 16 ×
                     # whole, 16 × half): lost or tied at every shape and T.
                     grid = [dict(ROUTE="kernel", TWO_ENV=0), dict(ROUTE="kernel", TWO_ENV=1)]
+                    if a.pairs_two_tiles:
+                        # Prepared in session 21, unmeasured: phase-1 tiles whose programs all fit one wave at T=1
+                        # (768 of 8 × 1024 at 96 registers make 1.16 waves at 5 an SM): 16 × 512 (384 programs at 168
+                        # registers, 3 an SM), 16 × 256 (384 at 94: 5 an SM, room beside them for a phase-2 program),
+                        # 32 × 256 (192 at 167) — sm_90, Triton 3.6.
+                        grid += [dict(ROUTE="kernel", TWO_ENV=1, BLOCK_I=bi, BLOCK_K=bk)
+                                 for bi, bk in ((16, 512), (16, 256), (32, 256))]
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.
