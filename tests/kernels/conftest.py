@@ -303,11 +303,12 @@ SM90_JOBS = {
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_decode"]
 SM90_JOBS["moe_decode_backoff"] = (_module, _kernel, _types,
                                    dict(_consts, SPIN_ASM="{ nanosleep.u32 128; mov.b32 $0, $1; }"), *_rest)
-# The pair kernel as two kernels in the chain (MOELAB_PAIRS_TWO): phase 1 alone, releasing phase 2 after its own wait;
-# phase 2 alone, PDL-launched, polling phase 1's counters.
+# The pair kernel as two kernels in the chain (from T=2): phase 1 alone, releasing phase 2 after its own wait; phase 2
+# alone, PDL-launched without a wait (USE_PDL off), polling phase 1's counters.
 for _phase in (1, 2):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]
-    SM90_JOBS[f"moe_pairs_phase{_phase}"] = (_module, _kernel, _types, dict(_consts, PHASE=_phase, SPIN_ASM=""), *_rest)
+    SM90_JOBS[f"moe_pairs_phase{_phase}"] = (_module, _kernel, _types,
+                                             dict(_consts, PHASE=_phase, SPIN_ASM="", USE_PDL=_phase == 1), *_rest)
 # The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
 for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]

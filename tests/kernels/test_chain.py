@@ -143,9 +143,17 @@ def test_experts_kernel_waits_for_the_router_and_releases_the_norm(hopper, monke
     ids = torch.stack([torch.randperm(E)[:k] for _ in range(T)]).int()
     getattr(mod, f"moe_{path}")(torch.randn(T, H), torch.randn(E, 2 * I, H), torch.randn(E, H, I), torch.rand(T, k),
                                 ids, out=torch.empty(T, H))
-    (kw,) = rec.calls
+    kw = rec.calls[0]
     pdl_pairs_with_wait(kw)
     assert kw["USE_PDL"] == kw["TRIGGER"] == (T <= CHAIN_MAX_T)
+    if path == "pairs" and T >= moe_pairs.PAIRS_TWO_MIN_T:
+        # Two kernels: phase 1 (above) waits for the router and releases phase 2, which is PDL-launched without a
+        # wait of its own (the chain's one exception: it polls phase 1's counters) and releases the norm.
+        one, two = rec.calls
+        assert one["PHASE"] == 1 and two["PHASE"] == 2 and two["PID0"] == one["N1"]
+        assert two["launch_pdl"] and not two["USE_PDL"] and two["TRIGGER"]
+    else:
+        assert len(rec.calls) == 1
 
 
 def test_chain_max_t_is_read_at_launch(monkeypatch):

@@ -71,7 +71,9 @@ def pdl_supported(device: torch.device) -> bool:
     before `gdc_wait`; the small kernels before them call `gdc_launch_dependents` as they start, so the weight
     kernel's programs are resident and loading while the small kernel runs. Up to CHAIN_MAX_T tokens the whole
     step is such a chain (`chain_pdl`). A PDL-launched kernel reads nothing a previous kernel wrote, and writes nothing,
-    before its `gdc_wait` — every program of it calls the wait.
+    before its `gdc_wait` — every program of it calls the wait. One exception: the pair kernel's phase 2 from T=2
+    (`moe_pairs`), released by phase 1 only after phase 1's own wait, reads phase 1's output through acquire/release
+    counters instead.
     """
     if device.type != "cuda" or interpreting() or not env_flag("MOELAB_PDL", True):
         return False

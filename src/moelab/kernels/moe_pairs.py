@@ -56,7 +56,7 @@ def _moe_pairs_kernel(
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
         tl.extra.cuda.gdc_launch_dependents()
-    if USE_PDL and PHASE != 2:
+    if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the routing, x and the counters all follow the router's completion
     if TRIGGER and PHASE == 1:
         # The phase-2 kernel reads the routing without a wait of its own (it polls this kernel's counters, and its
@@ -255,11 +255,12 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     # From PAIRS_TWO_MIN_T tokens the phases are two kernels, so phase 1 is compiled alone (96 registers at the T=1
     # tile, sm_90, Triton 3.6: 5 programs an SM) instead of under phase 2's 230 (2 an SM). Phase 2 is PDL-launched
     # once every phase-1 program has started, and polls the slots' counters as in one kernel (a hardware wait would
-    # be for all of phase 1: that lost, stage DG). Without PDL, stream order: no wait at all. $MOELAB_PAIRS_TWO
-    # (0 or 1, read at launch) overrides the choice for an A/B.
+    # be for all of phase 1: that lost, stage DG). It is the chain's one PDL launch that does not wait: it reads the
+    # routing (safe, see the kernel) and, after each slot's acquire, phase 1's output. Without PDL, stream order.
+    # $MOELAB_PAIRS_TWO (0 or 1, read at launch) overrides the choice for an A/B.
     if env_int("MOELAB_PAIRS_TWO", int(T >= PAIRS_TWO_MIN_T)) and probe is None:
-        _moe_pairs_kernel[(n1,)](*args, PHASE=1, PID0=0, **dict(meta, TRIGGER=pdl))
-        _moe_pairs_kernel[(n_slots * n_hblk,)](*args, PHASE=2, PID0=n1, **meta)
+        _moe_pairs_kernel[(n1,)](*args, PHASE=1, PID0=0, **meta)
+        _moe_pairs_kernel[(n_slots * n_hblk,)](*args, PHASE=2, PID0=n1, **dict(meta, USE_PDL=False))
         return out
     _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](*args, **meta)
     return out
