@@ -535,9 +535,9 @@ def test_pairs_runs_two_kernels_from_two_tokens(monkeypatch):
 
 
 def test_pairs_two_launches_compile_for_sm90(sm90):
-    """MOELAB_PAIRS_TWO's kernels: phase 1 waits for the router, then releases phase 2, and carries no poll (phase 2's
-    code is not compiled into it); phase 2 releases the next kernel, polls its slot's counter with an acquire, and
-    never waits in hardware (that wait would be for all of phase 1)."""
+    """The two pair kernels (from T=2): phase 1 waits for the router, then releases phase 2, and carries no poll (phase
+    2's code is not compiled into it); phase 2 releases the next kernel, reads the routing from L2, polls its slot's
+    counter with an acquire, and never waits in hardware (that wait would be for all of phase 1)."""
     one, two = (sm90[f"moe_pairs_phase{p}"] for p in (1, 2))
     assert "error" not in one and "error" not in two, (one.get("error"), two.get("error"))
     one, two = one["ptx"], two["ptx"]
@@ -545,6 +545,8 @@ def test_pairs_two_launches_compile_for_sm90(sm90):
     assert "ld.volatile" not in one and "gpu.release.add" in one  # the slot's release: atom or red
     assert "griddepcontrol.wait" not in two and "griddepcontrol.launch_dependents" in two
     assert "ld.volatile" in two and ".acquire" in two
+    # Phase 2 reads the routing with no wait before it: from L2 (.cg), before its first poll.
+    assert re.search(r"ld\.global\.cg\.b32", two[:two.index("ld.volatile")])
 
 
 def test_route_releases_the_experts_kernel_in_the_chain(sm90):

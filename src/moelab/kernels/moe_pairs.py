@@ -80,9 +80,15 @@ def _moe_pairs_kernel(
     hb = q % N_HBLK
     is_shared = s >= P
     t = tl.where(is_shared, s - P, s // K)
-    e = tl.load(tid_ptr + tl.minimum(s, P - 1))
+    if PHASE == 2:
+        # No wait before these (the router ended before this kernel was released, stage DH): read them from L2, the
+        # GPU's point of coherence, never from a line an earlier kernel left in this SM's L1.
+        e = tl.load(tid_ptr + tl.minimum(s, P - 1), cache_modifier=".cg")
+        route_w = tl.load(tw_ptr + tl.minimum(s, P - 1), cache_modifier=".cg").to(tl.float32)
+    else:
+        e = tl.load(tid_ptr + tl.minimum(s, P - 1))
+        route_w = tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32)
     e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
-    route_w = tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32)
     I_s = tl.where(is_shared, IS, I)
 
     if phase1:
