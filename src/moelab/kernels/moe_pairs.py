@@ -49,7 +49,7 @@ def _moe_pairs_kernel(
     USE_PDL: tl.constexpr,  # launched with PDL (the router released it): wait before reading anything
     PROBE: tl.constexpr = False,  # per-program timestamps (benchmarks/probe_timeline.py)
     CS: tl.constexpr = 1,  # counter stride (int32s): kernels.COUNTER_STRIDE
-    PHASE: tl.constexpr = 0,  # 0 both phases; 1 or 2 only that phase's code (MOELAB_PAIRS_TWO: two kernels, each
+    PHASE: tl.constexpr = 0,  # 0 both phases; 1 or 2 only that phase's code (two kernels from PAIRS_TWO_MIN_T, each
     #                           with the registers of its own phase; phase 2 still polls phase 1's counters)
     PID0=0,  # PHASE 2: the first program's pid (N1)
 ):
@@ -263,7 +263,8 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     # once every phase-1 program has started, and polls the slots' counters as in one kernel (a hardware wait would
     # be for all of phase 1: that lost, stage DG). It is the chain's one PDL launch that does not wait: it reads the
     # routing (safe, see the kernel) and, after each slot's acquire, phase 1's output. Without PDL, stream order.
-    # $MOELAB_PAIRS_TWO (0 or 1, read at launch) overrides the choice for an A/B.
+    # $MOELAB_PAIRS_TWO (0 or 1, read at launch) overrides the choice for an A/B. (With `probe`, the timeline probe's
+    # stamps, it is always the one kernel.)
     if env_int("MOELAB_PAIRS_TWO", int(T >= PAIRS_TWO_MIN_T)) and probe is None:
         _moe_pairs_kernel[(n1,)](*args, PHASE=1, PID0=0, **meta)
         _moe_pairs_kernel[(n_slots * n_hblk,)](*args, PHASE=2, PID0=n1, **dict(meta, USE_PDL=False))
