@@ -956,6 +956,22 @@ case "${1:?stage A to G}" in
       # same time, ~12-13 us, then phase 2's 25 MB behind it; the per-slot overlap shrinks).
     run sweep-two-tiles 200 python benchmarks/sweep_moe.py --mode block --pairs-two --pairs-two-tiles --shapes qwen3,qwen35,shard35 --tokens 1,2 --samples 15
     ;;
+  DM) # session 22: the grouped path (T >= 32) runs gate/up, then the down GEMM, each waiting for the whole previous
+      # kernel: the down GEMM's first programs start only when gate/up's last wave has drained (at T=64 ~1,600 programs
+      # of 512 KB, ~4 waves at 4 an SM by shared memory; session 19: the GEMMs ~20 us over their streams). OVERLAP
+      # (MOELAB_GROUPED_OVERLAP=1): gate/up counts each token tile's finished column blocks and releases the down GEMM
+      # as it starts; the down GEMM, PDL-launched with no hardware wait (as the pair kernel's phase 2), polls its tile's
+      # counter, so its early tiles fill the SMs gate/up's last wave leaves idle. Bitwise the plain launches (CPU test).
+      # sm_90, Triton 3.6: gate/up 72 -> 80 registers, down 40 -> 56, the same shared memory. Predicted (grouped sweep,
+      # two passes): T=32 -2..-6 us, T=64 -3..-8, T=256 -4..-10, T=1024 -3..-10, T=4096 -5..-15; batch 32 -0.05..-0.15
+      # ms a token, the same tokens. DL (one minute, prepared in session 21) rides along.
+    run gpu-tests 150 python -m pytest tests/kernels/test_moe.py -k "overlap or grouped_variants or grouped_path" -q -p no:cacheprovider --tb=short -rf
+    run sweep-overlap 240 python benchmarks/sweep_moe.py --grouped 32,64,256,1024,4096 --grouped-overlap --samples 15 --shapes ""
+    run sweep-two-tiles 150 python benchmarks/sweep_moe.py --mode block --pairs-two --pairs-two-tiles --shapes qwen3,qwen35,shard35 --tokens 1,2 --samples 15
+    ;;
+  DN) # session 22: DM's OVERLAP end to end at batch 32 (the grouped path at T=32 in every layer)
+    run ab-b32 200 python benchmarks/ab_chain.py --batch 32 --rounds 3 --new-tokens 64 --variants base,ov=MOELAB_GROUPED_OVERLAP:1
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -76,6 +76,9 @@ def main() -> None:
                          "phase compiled alone (MOELAB_PAIRS_TWO=0/1)")
     ap.add_argument("--pairs-two-tiles", action="store_true",
                     help="with --pairs-two: also phase-1 tiles that fit one wave at T=1 (16 × 512, 16 × 256, 32 × 256)")
+    ap.add_argument("--grouped-overlap", action="store_true",
+                    help="--grouped: only the default against OVERLAP (the down GEMM polling each token tile's counter, "
+                         "PDL-launched beside gate/up's last wave), with and without a backoff in its wait")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -276,7 +279,7 @@ def main() -> None:
     os.environ.pop("MOELAB_CHAIN_MAX_T", None)  # --chain set it per config; the grouped sweep runs on the default
     os.environ.pop("MOELAB_CNT_STRIDE", None)  # --cnt-stride likewise
     for T in [int(t) for t in a.grouped.split(",") if t]:
-        results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants))
+        results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants, a.grouped_overlap))
         save(a, ceil, results)
 
 
@@ -300,7 +303,7 @@ def save(a, ceil, results) -> None:
             json.dump(dict(env=timing.env_record(), read_gbps=ceil.read_gbps, results=results), fh, indent=1)
 
 
-def sweep_grouped(T: int, ceil, samples: int, variants: bool = False) -> dict:
+def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, overlap: bool = False) -> dict:
     """Prefill path at Qwen3-30B-A3B shapes: % of the measured bf16 matmul rate (FLOPs = 2·T·k·3·H·I)."""
     E, H, I, k = 128, 2048, 768, 8
     dev, dt = "cuda", torch.bfloat16
@@ -348,7 +351,14 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False) -> dict:
                   (16, 64, 64, 4, 3), (16, 128, 64, 4, 4), (32, 64, 64, 4, 3)])
         cfgs += [dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns, **alln)
                  for bm, bn, bk, nw, ns in tiles]
-    cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
+    if overlap:
+        # Session 22: the down GEMM starts each token tile once its gate/up column blocks are done (a counter per tile),
+        # PDL-launched once every gate/up program has started, so its first programs fill the SMs that gate/up's last
+        # wave leaves idle, instead of waiting for the whole GEMM to end.
+        base = grouped_config(T * k, E, H, I)
+        cfgs = [dict(base, OVERLAP=False), dict(base, OVERLAP=True), dict(base, OVERLAP=True, SPIN_SLEEP=256)]
+    if not overlap:
+        cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
     fns, errs = {}, {}
     for i, cfg in enumerate(cfgs):
         def f(x, w13, w2, tw, ids, cfg=cfg):

@@ -195,14 +195,14 @@ SM90_JOBS = {
                    {"num_warps": 4, "num_stages": 4}),  # decode_config at T = 2..16
     "moe_gate_up": ("moe_grouped", "_gate_up_kernel",
                     {"x_ptr": "*bf16", "w13_ptr": "*bf16", "order_ptr": "*i32", "start_ptr": "*i32",
-                     "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "act_ptr": "*bf16", "w13_desc": "*bf16"},
+                     "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "act_ptr": "*bf16", "w13_desc": "*bf16", "cnt_ptr": "*i32"},
                     {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "PREC": "tf32", "N_FASTEST": False,
                      "TMA": False, "WIDE": False},
                     ["x_ptr", "w13_ptr", "act_ptr", "H", "I", "s_xt", "s_w13e", "s_w13r"], {"num_warps": 8}),
     "moe_down": ("moe_grouped", "_down_kernel",
                  {"act_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "order_ptr": "*i32", "start_ptr": "*i32",
                   "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "y_ptr": "*fp32", "act_desc": "*bf16",
-                  "w2_desc": "*bf16"},
+                  "w2_desc": "*bf16", "cnt_ptr": "*i32"},
                  {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "PREC": "tf32", "N_FASTEST": False,
                   "TMA": False},
                  ["act_ptr", "w2_ptr", "y_ptr", "H", "I", "s_w2e", "s_w2r"], {"num_warps": 8}),
@@ -210,14 +210,14 @@ SM90_JOBS = {
     "moe_gate_up_tma": ("moe_grouped", "_gate_up_kernel",
                         {"x_ptr": "*bf16", "w13_ptr": "*bf16", "order_ptr": "*i32", "start_ptr": "*i32",
                          "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "act_ptr": "*bf16",
-                         "w13_desc": "tensordesc<bf16[128, 64]>"},
+                         "w13_desc": "tensordesc<bf16[128, 64]>", "cnt_ptr": "*i32"},
                         {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "PREC": "tf32",
                          "N_FASTEST": True, "TMA": True, "WIDE": False},
                         ["x_ptr", "w13_ptr", "act_ptr", "H", "I", "s_xt", "s_w13e", "s_w13r"], {"num_warps": 8}),
     # Gate and up as one interleaved [64, 256] operand of one dot (WIDE, prepared in session 11).
     "moe_gate_up_wide": ("moe_grouped", "_gate_up_kernel",
                          {"x_ptr": "*bf16", "w13_ptr": "*bf16", "order_ptr": "*i32", "start_ptr": "*i32",
-                          "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "act_ptr": "*bf16", "w13_desc": "*bf16"},
+                          "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "act_ptr": "*bf16", "w13_desc": "*bf16", "cnt_ptr": "*i32"},
                          {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "PREC": "tf32",
                           "N_FASTEST": True, "TMA": False, "WIDE": True},
                          ["x_ptr", "w13_ptr", "act_ptr", "H", "I", "s_xt", "s_w13e", "s_w13r"],
@@ -226,7 +226,7 @@ SM90_JOBS = {
     "moe_gate_up_wide_tma": ("moe_grouped", "_gate_up_kernel",
                              {"x_ptr": "*bf16", "w13_ptr": "*bf16", "order_ptr": "*i32", "start_ptr": "*i32",
                               "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "act_ptr": "*bf16",
-                              "w13_desc": "tensordesc<bf16[2, 128, 64]>"},
+                              "w13_desc": "tensordesc<bf16[2, 128, 64]>", "cnt_ptr": "*i32"},
                              {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "PREC": "tf32",
                               "N_FASTEST": True, "TMA": True, "WIDE": True},
                              ["x_ptr", "w13_ptr", "act_ptr", "H", "I", "s_xt", "s_w13e", "s_w13r"],
@@ -234,7 +234,8 @@ SM90_JOBS = {
     "moe_down_tma": ("moe_grouped", "_down_kernel",
                      {"act_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "order_ptr": "*i32",
                       "start_ptr": "*i32", "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "y_ptr": "*bf16",
-                      "act_desc": "tensordesc<bf16[128, 64]>", "w2_desc": "tensordesc<bf16[128, 64]>"},
+                      "act_desc": "tensordesc<bf16[128, 64]>", "w2_desc": "tensordesc<bf16[128, 64]>",
+                      "cnt_ptr": "*i32"},
                      {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "PREC": "tf32", "N_FASTEST": True,
                       "TMA": True},
                      ["act_ptr", "w2_ptr", "y_ptr", "H", "I", "s_w2e", "s_w2r"], {"num_warps": 8}),
@@ -243,7 +244,7 @@ SM90_JOBS = {
                         {"act_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "order_ptr": "*i32",
                          "start_ptr": "*i32", "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "y_ptr": "*bf16",
                          "act_desc": "tensordesc<bf16[128, 64]>",
-                         "w2_desc": "tensordesc<bf16[256, 64]>"},
+                         "w2_desc": "tensordesc<bf16[256, 64]>", "cnt_ptr": "*i32"},
                         {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "PREC": "tf32",
                          "N_FASTEST": True, "TMA": True},
                         ["act_ptr", "w2_ptr", "y_ptr", "H", "I", "s_w2e", "s_w2r"], {"num_warps": 8, "num_stages": 3}),
@@ -335,6 +336,22 @@ SM90_JOBS["moe_decode_pdl"] = (_module, _kernel, _types, dict(_consts, S_MAX=64,
 SM90_JOBS["moe_decode_tma"] = (_module, _kernel, dict(_types, w13_desc="tensordesc<bf16[32, 64]>",
                                                       w2_desc="tensordesc<bf16[64, 64]>"),
                                dict(SM90_JOBS["moe_decode_pdl"][3], TMA=True), _div16_t8, *_rest)
+
+# The grouped GEMMs' OVERLAP constexprs (session 22), off in the plain jobs above.
+for _name in [n_ for n_ in SM90_JOBS if n_.startswith(("moe_gate_up", "moe_down"))]:
+    _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
+    _off = dict(OVERLAP=False, CS=1, **({"TRIGGER": False} if "gate_up" in _name else {"SPIN_ASM": ""}))
+    SM90_JOBS[_name] = (_module, _kernel, _types, dict(_consts, **_off), *_rest)
+# The grouped GEMMs overlapping (OVERLAP, session 22): gate/up releasing the PDL-launched down GEMM and counting its
+# token tiles; the down GEMM polling them, at T=64's tiles (16 × 64, 4 warps, 4 stages, the default options).
+for _name, _job in (("moe_gate_up_overlap", "moe_gate_up_tma"), ("moe_down_overlap", "moe_down_tma")):
+    _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_job]
+    _types = {k_: v_.replace("[128, 64]", "[64, 64]") for k_, v_ in _types.items()}
+    if "act_desc" in _types:
+        _types["act_desc"] = "tensordesc<bf16[16, 64]>"
+    SM90_JOBS[_name] = (_module, _kernel, _types, dict(_consts, BLOCK_M=16, BLOCK_N=64, OVERLAP=True, CS=32,
+                                                                  **({"TRIGGER": True} if "gate_up" in _name else {})),
+                        _rest[0], {"num_warps": 4, "num_stages": 4})
 
 _SM90_SCRIPT = r"""
 import importlib, json, sys

@@ -184,6 +184,54 @@ def test_grouped_variants(monkeypatch, flags, T, E, H, I, k, dtype):
         assert torch.equal(out, moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=cfg))
 
 
+@pytest.mark.parametrize("T,E,H,I,k,dtype,cfg", [
+    (40, 8, 88, 40, 2, torch.float16, dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, num_warps=4, num_stages=2)),
+    (24, 6, 56, 32, 3, torch.float32, dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, num_warps=4, num_stages=2, TMA=True,
+                                           DOWN=dict(BLOCK_N=32, BLOCK_K=16, num_warps=4, num_stages=2))),
+    (64, 128, 2048, 768, 8, torch.bfloat16, {}), (256, 128, 2048, 768, 8, torch.bfloat16, {}),
+    (4096, 128, 2048, 768, 8, torch.bfloat16, {})])
+def test_grouped_overlap_is_bitwise_the_plain_launches(monkeypatch, T, E, H, I, k, dtype, cfg):
+    """OVERLAP (the down GEMM polling each token tile's counter instead of waiting for the whole gate/up GEMM; on a
+    Hopper GPU PDL-launched while gate/up's last programs run): the same programs and sums, so bitwise the plain
+    launches' output, with a shared expert (two passes on one counter buffer) and a bad id (its token NaN); the
+    counters all back at zero after each call, twice in a row. Odd sizes on the CPU (fp16/fp32: the last column
+    blocks masked, the TMA form for the weights), the defaults at Qwen3-30B-A3B's T=64, 256 and 4096 in bf16 on a GPU."""
+    from moelab.kernels import counters
+    from moelab.kernels.moe_grouped import moe_grouped
+    if dtype == torch.bfloat16 and not CUDA:
+        pytest.skip("bf16 at Qwen3-30B-A3B's shapes: a CUDA GPU (the interpreter has no bf16 dot)")
+    monkeypatch.delenv("MOELAB_GROUPED_OVERLAP", raising=False)
+    x, w13, w2, w, ids, sh = make(T, E, H, I, k, dtype, seed=T + k, shared=(24, True) if T < 100 else None)
+    ids[-1, 0] = E - 1
+    plain = moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(cfg, OVERLAP=False))
+    assert rel(plain, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[dtype]
+    for _ in range(2):
+        got = moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(cfg, OVERLAP=True))
+        assert torch.equal(got, plain)
+        assert not counters(x.device, 1, "moe_grouped").any()
+    monkeypatch.setenv("MOELAB_GROUPED_OVERLAP", "1")  # the A/B switch, read at launch, over the config
+    assert torch.equal(moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=cfg), plain)
+    bad = ids.clone()
+    bad[1, 0] = E
+    got = moe_grouped(x, w13, w2, w, bad, sh, out=poisoned(T, H, dtype), config=cfg)
+    assert got.isnan().any(1).nonzero().flatten().tolist() == [1]
+    assert not counters(x.device, 1, "moe_grouped").any()
+
+
+def test_grouped_overlap_compiles_for_sm90(sm90):
+    """sm_90 PTX of the overlapping pair (T=64's tiles): gate/up releases the PDL-launched down GEMM before its first
+    load and release-adds to its tile's counter; the down GEMM never waits in hardware, reads the grouping from L2
+    (.cg) before its first poll, ends the poll with an acquire, and still multiplies on tensor cores."""
+    gu, dn = sm90["moe_gate_up_overlap"], sm90["moe_down_overlap"]
+    assert "error" not in gu and "error" not in dn, (gu.get("error"), dn.get("error"))
+    gu, dn = gu["ptx"], dn["ptx"]
+    assert gu.index("griddepcontrol.launch_dependents") < gu.index("ld.global")
+    assert "gpu.release.add" in gu and "griddepcontrol.wait" not in gu
+    assert "griddepcontrol" not in dn
+    assert re.search(r"ld\.global\.cg", dn[:dn.index("ld.volatile")]) and ".acquire" in dn
+    assert "mma" in dn and "cp.async.bulk.tensor" in dn  # w2 still by TMA
+
+
 def test_grouped_down_tiles_of_its_own():
     """cfg["DOWN"]: the down GEMM on other column tiles and K chunks than the gate/up GEMM, by TMA and by pointers."""
     from moelab.kernels.moe_grouped import moe_grouped
@@ -563,14 +611,15 @@ def test_route_releases_the_experts_kernel_in_the_chain(sm90):
 @pytest.mark.parametrize("job", ["moe_pairs", "moe_decode", "moe_decode_tma", "moe_gate_up", "moe_down",
                                  "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "moe_gate_up_wide_tma",
                                  "moe_down_tma256", "route_grouped", "moe_group_sort",
-                                 "moe_sum_k", "moe_group_count", "moe_group_scan", "moe_group_place"])
+                                 "moe_sum_k", "moe_group_count", "moe_group_scan", "moe_group_place",
+                                 "moe_gate_up_overlap", "moe_down_overlap"])
 def test_compiles_for_sm90(sm90, job):
     """The interpreter cannot see compile-only errors (a name bound in one branch of a runtime `if` passed it
     here and failed on the H200 once): every MoE kernel must also compile for sm_90 on the CPU."""
     assert "error" not in sm90[job], sm90[job].get("error")
     ptx = sm90[job]["ptx"]
     grouped = ("moe_gate_up", "moe_down", "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "moe_gate_up_wide_tma",
-               "moe_down_tma256")
+               "moe_down_tma256", "moe_gate_up_overlap", "moe_down_overlap")
     if job in grouped:
         assert "mma" in ptx  # tensor-core instructions, not FMA loops
     if job in ("moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide_tma", "moe_down_tma256"):  # (the last two: T=4096)

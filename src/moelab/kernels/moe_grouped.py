@@ -24,22 +24,34 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, next_pow2
+from moelab.kernels import cdiv, counter_stride, counters, env_int, next_pow2, pdl_supported
 from moelab.kernels import dot_precision as _prec
+from moelab.kernels.moe_decode import _wait_geq, spin_asm
 
 
 @triton.jit
-def _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD: tl.constexpr, BLOCK_M: tl.constexpr):
+def _ld(ptr, mask=None, other=None, CG: tl.constexpr = False):
+    """A load, from L2 (.cg) when CG: what a kernel that starts before its producer ends reads (never a line an
+    earlier kernel left in this SM's L1)."""
+    if CG:
+        return tl.load(ptr, mask=mask, other=other, cache_modifier=".cg")
+    else:
+        return tl.load(ptr, mask=mask, other=other)
+
+
+@triton.jit
+def _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD: tl.constexpr, BLOCK_M: tl.constexpr,
+               CG: tl.constexpr = False):
     """Tile pid_m's expert, the start of that expert's segment of sorted pairs, the tile's first row and its row
     offsets inside the segment with their mask (cum_tiles: inclusive cumsum of tiles per expert)."""
     offs = tl.arange(0, E_PAD)
-    cum = tl.load(cum_tiles_ptr + offs, mask=offs < E, other=2**30)
+    cum = _ld(cum_tiles_ptr + offs, offs < E, 2**30, CG)
     e = tl.sum((cum <= pid_m).to(tl.int32), axis=0)
     prev = tl.sum(tl.where(offs == e - 1, cum, 0), axis=0)  # tiles before expert e
-    seg = tl.load(start_ptr + e)
+    seg = _ld(start_ptr + e, CG=CG)
     m0 = (pid_m - prev) * BLOCK_M
     offs_m = m0 + tl.arange(0, BLOCK_M)
-    return e, seg, m0, offs_m, offs_m < tl.load(count_ptr + e)
+    return e, seg, m0, offs_m, offs_m < _ld(count_ptr + e, CG=CG)
 
 
 @triton.jit
@@ -134,13 +146,19 @@ def _tile_pids(N, BLOCK_N: tl.constexpr, N_FASTEST: tl.constexpr):
 
 @triton.jit
 def _gate_up_kernel(
-    x_ptr, w13_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, act_ptr, w13_desc,
+    x_ptr, w13_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, act_ptr, w13_desc, cnt_ptr,
     H, I, E, K_TOP, s_xt, s_w13e, s_w13r,
     E_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PREC: tl.constexpr, N_FASTEST: tl.constexpr = False,
     TMA: tl.constexpr = False,  # weight tiles by tensor descriptor (w13 as [E·2I, H]; WIDE: [E·2, I, H])
     WIDE: tl.constexpr = False,  # gate and up as one [BLOCK_K, 2·BLOCK_N] operand of one dot
+    OVERLAP: tl.constexpr = False,  # count each token tile's finished column blocks (cnt_ptr, CS int32s apart) for
+    #                                 the down GEMM, which polls them
+    CS: tl.constexpr = 1,
+    TRIGGER: tl.constexpr = False,  # release the PDL-launched down GEMM as each program starts
 ):
+    if TRIGGER:
+        tl.extra.cuda.gdc_launch_dependents()
     pid_m, pid_n = _tile_pids(I, BLOCK_N, N_FASTEST)
     total = tl.load(cum_tiles_ptr + E - 1)
     if pid_m < total:
@@ -178,6 +196,9 @@ def _gate_up_kernel(
         rows = seg + offs_m
         tl.store(act_ptr + rows[:, None].to(tl.int64) * I + offs_n[None, :], act.to(act_ptr.dtype.element_ty),
                  mask=mmask[:, None] & nmask[None, :])
+        if OVERLAP:
+            tl.debug_barrier()  # every thread's stores precede the release
+            tl.atomic_add(cnt_ptr + pid_m * CS, 1, sem="release", scope="gpu")
 
 
 @triton.jit
@@ -219,26 +240,43 @@ def _gate_up_wide(x_ptr, wbase, w13_desc, e, tok, mmask, pid_n, H, I, s_xt, s_w1
 
 @triton.jit
 def _down_kernel(
-    act_ptr, w2_ptr, tw_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, y_ptr, act_desc, w2_desc,
-    H, I, E, s_w2e, s_w2r,
+    act_ptr, w2_ptr, tw_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, y_ptr, act_desc, w2_desc, cnt_ptr,
+    H, I, E, s_w2e, s_w2r, MAX_TILES, N_GU, N_HB,
     E_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PREC: tl.constexpr, N_FASTEST: tl.constexpr = False,
     TMA: tl.constexpr = False,  # act [P, I] and w2 (as [E·H, I]) tiles by tensor descriptor
+    OVERLAP: tl.constexpr = False,  # PDL-launched with no hardware wait: poll the token tile's counter (N_GU gate/up
+    #                                 column blocks done), the act rows by pointers from L2; the tile's last of N_HB
+    #                                 programs resets its counters (MAX_TILES apart)
+    CS: tl.constexpr = 1, SPIN_ASM: tl.constexpr = "",
 ):
     pid_m, pid_n = _tile_pids(H, BLOCK_N, N_FASTEST)
-    total = tl.load(cum_tiles_ptr + E - 1)
+    # With OVERLAP the grouping (which the gate/up GEMM, a plain launch, followed) and the routing are read without a
+    # wait: both ended before the gate/up GEMM began, and this kernel starts only once every gate/up program has.
+    total = _ld(cum_tiles_ptr + E - 1, CG=OVERLAP)
     if pid_m < total:
-        e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
+        e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M, OVERLAP)
         rows = seg + offs_m
-        pair = tl.load(order_ptr + rows, mask=mmask, other=0)
+        pair = _ld(order_ptr + rows, mmask, 0, OVERLAP)
         offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         nmask = offs_n < H
         wbase = w2_ptr + e.to(tl.int64) * s_w2e
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k0 in range(0, I, BLOCK_K):
+        k_end = I
+        if OVERLAP:  # the loads below depend on the acquire's result (see _wait_geq)
+            k_end = _wait_geq(cnt_ptr + pid_m * CS, N_GU, I, SPIN_ASM)
+        for k0 in range(0, k_end, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
             kmask = offs_k < I
-            if TMA:
+            if OVERLAP:  # act by pointers from L2 (a TMA load is another proxy than the acquire's loads)
+                a = tl.load(act_ptr + rows[:, None].to(tl.int64) * I + offs_k[None, :],
+                            mask=mmask[:, None] & kmask[None, :], other=0.0, cache_modifier=".cg")
+                if TMA:
+                    w = tl.trans(w2_desc.load([e * H + pid_n * BLOCK_N, k0]))
+                else:
+                    w = tl.load(wbase + offs_n[None, :] * s_w2r + offs_k[:, None],
+                                mask=nmask[None, :] & kmask[:, None], other=0.0)
+            elif TMA:
                 # Token rows past this expert's segment are the next expert's pairs, rows past H the next expert's
                 # weights: both feed only outputs the store masks. Columns past I and rows past the ends are zeros.
                 a = act_desc.load([seg + m0, k0])
@@ -249,10 +287,16 @@ def _down_kernel(
                 w = tl.load(wbase + offs_n[None, :] * s_w2r + offs_k[:, None], mask=nmask[None, :] & kmask[:, None],
                             other=0.0)
             acc = tl.dot(a, w, acc, input_precision=PREC)
-        wt = tl.load(tw_ptr + pair, mask=mmask, other=0.0).to(tl.float32)
+        wt = _ld(tw_ptr + pair, mmask, 0.0, OVERLAP).to(tl.float32)
         acc = acc * wt[:, None]
         tl.store(y_ptr + pair[:, None].to(tl.int64) * H + offs_n[None, :], acc.to(y_ptr.dtype.element_ty),
                  mask=mmask[:, None] & nmask[None, :])
+        if OVERLAP:  # every program of this tile has passed its wait once N_HB have arrived here
+            tl.debug_barrier()
+            arrived = tl.atomic_add(cnt_ptr + (MAX_TILES + pid_m) * CS, 1, sem="acq_rel", scope="gpu")
+            if arrived == N_HB - 1:
+                tl.store(cnt_ptr + pid_m * CS, 0)
+                tl.store(cnt_ptr + (MAX_TILES + pid_m) * CS, 0)
 
 
 @triton.jit
@@ -309,6 +353,10 @@ def grouped_config(P: int, E: int, H: int, I: int) -> dict:
         return dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3, **opts)
     return dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3, **opts)
 
+
+# The down GEMM overlapping the gate/up GEMM's last wave (cfg OVERLAP; see `_experts_pass`). Prepared in session 22:
+# not yet measured, so off.
+GROUPED_OVERLAP = 0
 
 GROUP_FUSED_MAX_P = 1024  # one program sorts all the pairs: at P=1024 (T=128, k=8) 48 registers (sm_90, Triton 3.6)
 GROUP_CHUNK = 1024  # above it, chunks of this many pairs (the one-program sort's size), scanned by one program
@@ -402,6 +450,14 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     else:
         w13_desc, w2_desc, act_desc = w13, w2, act  # unused
     n_fast = bool(cfg.get("N_FASTEST", False))
+    # OVERLAP: the down GEMM PDL-launched as soon as every gate/up program has started, each of its programs polling
+    # its token tile's counter instead of waiting for the whole gate/up GEMM ($MOELAB_GROUPED_OVERLAP, read at launch,
+    # overrides the config). Without PDL (the interpreter, MOELAB_PDL=0) the same kernels run in stream order.
+    overlap = bool(env_int("MOELAB_GROUPED_OVERLAP", int(cfg.get("OVERLAP", GROUPED_OVERLAP))))
+    cs = counter_stride()
+    cnt = counters(x.device, 2 * max_tiles * cs, "moe_grouped") if overlap else act  # unused without OVERLAP
+    spin = spin_asm(int(cfg.get("SPIN_SLEEP", 0)))
+    pdl = {"launch_pdl": True} if overlap and pdl_supported(x.device) else {}
     meta = dict(E_PAD=next_pow2(E), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
                 num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
                 PREC=_prec(x.dtype, "fused_moe (grouped path)"), N_FASTEST=n_fast, TMA=tma)
@@ -412,17 +468,20 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     # WIDE_TMA=False keeps WIDE's weights on pointer loads (session 11's form) while the down GEMM takes TMA.
     gate_up = dict(meta, TMA=tma and cfg.get("WIDE_TMA", True)) if cfg.get("WIDE", False) else meta
     _gate_up_kernel[grid(I, bn)](
-        x, w13, order, start, count, cum_tiles, act, w13_desc, H, I, E, k, x.stride(0), w13.stride(0), w13.stride(1),
-        WIDE=bool(cfg.get("WIDE", False)), **gate_up)
+        x, w13, order, start, count, cum_tiles, act, w13_desc, cnt, H, I, E, k, x.stride(0), w13.stride(0),
+        w13.stride(1), WIDE=bool(cfg.get("WIDE", False)), OVERLAP=overlap, CS=cs, TRIGGER=bool(pdl), **gate_up)
     # The down GEMM (K = I, short: 12 chunks of 64 at Qwen3-30B-A3B) may take its own column tiles and pipeline:
     # cfg["DOWN"] = {BLOCK_N, BLOCK_K, num_warps, num_stages}; the token tiles are the grouping's.
     down = dict(meta, **cfg.get("DOWN", {}))
     if tma and cfg.get("DOWN"):
         w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [down["BLOCK_N"], down["BLOCK_K"]])
         act_desc = TensorDescriptor.from_tensor(act, [bm, down["BLOCK_K"]])
+    if spin and not pdl:
+        raise ValueError("SPIN_SLEEP > 0 needs OVERLAP on a GPU with PDL: it is inline PTX in the down GEMM's wait")
     _down_kernel[grid(H, down["BLOCK_N"])](
-        act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, act_desc, w2_desc, H, I, E,
-        w2.stride(0), w2.stride(1), **down)
+        act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, act_desc, w2_desc, cnt, H, I, E,
+        w2.stride(0), w2.stride(1), max_tiles, cdiv(I, bn), cdiv(H, down["BLOCK_N"]), OVERLAP=overlap, CS=cs,
+        SPIN_ASM=spin, **down, **pdl)
     return y
 
 
