@@ -969,8 +969,16 @@ case "${1:?stage A to G}" in
     run sweep-overlap 240 python benchmarks/sweep_moe.py --grouped 32,64,256,1024,4096 --grouped-overlap --samples 15 --shapes ""
     run sweep-two-tiles 150 python benchmarks/sweep_moe.py --mode block --pairs-two --pairs-two-tiles --shapes qwen3,qwen35,shard35 --tokens 1,2 --samples 15
     ;;
-  DN) # session 22: DM's OVERLAP end to end at batch 32 (the grouped path at T=32 in every layer)
-    run ab-b32 200 python benchmarks/ab_chain.py --batch 32 --rounds 3 --new-tokens 64 --variants base,ov=MOELAB_GROUPED_OVERLAP:1
+  DN) # session 22: DM measured OVERLAP (gpu-session-DM-...T1729.log; grouped sweep, two passes): T=32 263.9 -> 260.4 us,
+      # T=64 297.2 -> 294.3, T=1024 384.9 -> 381.1 (predicted -2..-10: right), T=256 318.5 -> 322.6 and T=4096 740.6 ->
+      # 804.7 (+4, +64: wrong). The down GEMM's act rows came by pointers (a TMA load is another memory proxy than the
+      # acquire's); the likely cost where the down GEMM is not only a weight stream (T=4096: 128-row act tiles).
+      # OVERLAP_TMA: act by TMA after the acquire and `fence.proxy.async.global`. Predicted: T=4096 back to within
+      # -15..+10 us of the plain launches, T=256 -4..+2, T=32/64/1024 as OVERLAP. Then batch 32 end to end (the grouped
+      # path at T=32 in every layer): -0.05..-0.15 ms a token with either, the same tokens.
+    run gpu-tests 120 python -m pytest tests/kernels/test_moe.py -k "overlap" -q -p no:cacheprovider --tb=short -rf
+    run sweep-overlap 200 python benchmarks/sweep_moe.py --grouped 32,64,256,1024,4096 --grouped-overlap --samples 15 --shapes ""
+    run ab-b32 240 python benchmarks/ab_chain.py --batch 32 --rounds 3 --new-tokens 64 --variants base,ov=MOELAB_GROUPED_OVERLAP:1,ovt=MOELAB_GROUPED_OVERLAP:1+MOELAB_GROUPED_OVERLAP_TMA:1
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -356,7 +356,7 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, overlap: b
         # PDL-launched once every gate/up program has started, so its first programs fill the SMs that gate/up's last
         # wave leaves idle, instead of waiting for the whole GEMM to end.
         base = grouped_config(T * k, E, H, I)
-        cfgs = [dict(base, OVERLAP=False), dict(base, OVERLAP=True), dict(base, OVERLAP=True, SPIN_SLEEP=256)]
+        cfgs = [dict(base, OVERLAP=False), dict(base, OVERLAP=True), dict(base, OVERLAP=True, OVERLAP_TMA=True)]
     if not overlap:
         cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
     fns, errs = {}, {}

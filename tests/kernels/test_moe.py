@@ -194,7 +194,7 @@ def test_grouped_overlap_is_bitwise_the_plain_launches(monkeypatch, T, E, H, I, 
     """OVERLAP (the down GEMM polling each token tile's counter instead of waiting for the whole gate/up GEMM; on a
     Hopper GPU PDL-launched while gate/up's last programs run): the same programs and sums, so bitwise the plain
     launches' output, with a shared expert (two passes on one counter buffer) and a bad id (its token NaN); the
-    counters all back at zero after each call, twice in a row. Odd sizes on the CPU (fp16/fp32: the last column
+    counters all back at zero after each call, twice in a row; on a GPU the act rows by TMA too. Odd sizes on the CPU (fp16/fp32: the last column
     blocks masked, the TMA form for the weights), the defaults at Qwen3-30B-A3B's T=64, 256 and 4096 in bf16 on a GPU."""
     from moelab.kernels import counters
     from moelab.kernels.moe_grouped import moe_grouped
@@ -205,8 +205,9 @@ def test_grouped_overlap_is_bitwise_the_plain_launches(monkeypatch, T, E, H, I, 
     ids[-1, 0] = E - 1
     plain = moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(cfg, OVERLAP=False))
     assert rel(plain, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[dtype]
-    for _ in range(2):
-        got = moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(cfg, OVERLAP=True))
+    # OVERLAP_TMA (act by TMA behind a proxy fence: inline PTX, a GPU only).
+    for extra in ({}, {}) + (({"OVERLAP_TMA": True},) if CUDA and cfg.get("TMA", True) else ()):
+        got = moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(cfg, OVERLAP=True, **extra))
         assert torch.equal(got, plain)
         assert not counters(x.device, 1, "moe_grouped").any()
     monkeypatch.setenv("MOELAB_GROUPED_OVERLAP", "1")  # the A/B switch, read at launch, over the config
@@ -230,6 +231,13 @@ def test_grouped_overlap_compiles_for_sm90(sm90):
     assert "griddepcontrol" not in dn
     assert re.search(r"ld\.global\.cg", dn[:dn.index("ld.volatile")]) and ".acquire" in dn
     assert "mma" in dn and "cp.async.bulk.tensor" in dn  # w2 still by TMA
+    assert "fence.proxy.async.global" not in dn
+    # OVERLAP_TMA: act by TMA too, after the acquire and a generic-to-async proxy fence.
+    tma = sm90["moe_down_overlap_tma"]
+    assert "error" not in tma, tma.get("error")
+    tma = tma["ptx"]
+    acq = tma.index(".acquire")
+    assert acq < tma.index("fence.proxy.async.global", acq) < tma.index("cp.async.bulk.tensor", acq)
 
 
 def test_grouped_down_tiles_of_its_own():
@@ -612,14 +620,14 @@ def test_route_releases_the_experts_kernel_in_the_chain(sm90):
                                  "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "moe_gate_up_wide_tma",
                                  "moe_down_tma256", "route_grouped", "moe_group_sort",
                                  "moe_sum_k", "moe_group_count", "moe_group_scan", "moe_group_place",
-                                 "moe_gate_up_overlap", "moe_down_overlap"])
+                                 "moe_gate_up_overlap", "moe_down_overlap", "moe_down_overlap_tma"])
 def test_compiles_for_sm90(sm90, job):
     """The interpreter cannot see compile-only errors (a name bound in one branch of a runtime `if` passed it
     here and failed on the H200 once): every MoE kernel must also compile for sm_90 on the CPU."""
     assert "error" not in sm90[job], sm90[job].get("error")
     ptx = sm90[job]["ptx"]
     grouped = ("moe_gate_up", "moe_down", "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "moe_gate_up_wide_tma",
-               "moe_down_tma256", "moe_gate_up_overlap", "moe_down_overlap")
+               "moe_down_tma256", "moe_gate_up_overlap", "moe_down_overlap", "moe_down_overlap_tma")
     if job in grouped:
         assert "mma" in ptx  # tensor-core instructions, not FMA loops
     if job in ("moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide_tma", "moe_down_tma256"):  # (the last two: T=4096)

@@ -249,6 +249,7 @@ def _down_kernel(
     #                                 column blocks done), the act rows by pointers from L2; the tile's last of N_HB
     #                                 programs resets its counters (MAX_TILES apart)
     CS: tl.constexpr = 1, SPIN_ASM: tl.constexpr = "",
+    ACT_TMA: tl.constexpr = False,  # OVERLAP: the act rows by TMA after the acquire and a generic-to-async proxy fence
 ):
     pid_m, pid_n = _tile_pids(H, BLOCK_N, N_FASTEST)
     # With OVERLAP the grouping (which the gate/up GEMM, a plain launch, followed) and the routing are read without a
@@ -265,10 +266,16 @@ def _down_kernel(
         k_end = I
         if OVERLAP:  # the loads below depend on the acquire's result (see _wait_geq)
             k_end = _wait_geq(cnt_ptr + pid_m * CS, N_GU, I, SPIN_ASM)
+            if ACT_TMA:  # the acquire ordered generic-proxy reads; a TMA load is the async proxy: fence between them
+                k_end = tl.inline_asm_elementwise("{ fence.proxy.async.global; mov.b32 $0, $1; }", "=r,r", [k_end],
+                                                  dtype=tl.int32, is_pure=False, pack=1)
         for k0 in range(0, k_end, BLOCK_K):
             offs_k = k0 + tl.arange(0, BLOCK_K)
             kmask = offs_k < I
-            if OVERLAP:  # act by pointers from L2 (a TMA load is another proxy than the acquire's loads)
+            if OVERLAP and ACT_TMA:
+                a = act_desc.load([seg + m0, k0])
+                w = tl.trans(w2_desc.load([e * H + pid_n * BLOCK_N, k0]))
+            elif OVERLAP:  # act by pointers from L2 (a TMA load is another proxy than the acquire's loads)
                 a = tl.load(act_ptr + rows[:, None].to(tl.int64) * I + offs_k[None, :],
                             mask=mmask[:, None] & kmask[None, :], other=0.0, cache_modifier=".cg")
                 if TMA:
@@ -476,12 +483,14 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     if tma and cfg.get("DOWN"):
         w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [down["BLOCK_N"], down["BLOCK_K"]])
         act_desc = TensorDescriptor.from_tensor(act, [bm, down["BLOCK_K"]])
-    if spin and not pdl:
-        raise ValueError("SPIN_SLEEP > 0 needs OVERLAP on a GPU with PDL: it is inline PTX in the down GEMM's wait")
+    # OVERLAP_TMA: with OVERLAP, the act rows by TMA behind a proxy fence (inline PTX: a GPU only) instead of pointers.
+    act_tma = bool(overlap and tma and env_int("MOELAB_GROUPED_OVERLAP_TMA", int(cfg.get("OVERLAP_TMA", 0))))
+    if (spin or act_tma) and not pdl:
+        raise ValueError("SPIN_SLEEP > 0 and OVERLAP_TMA need OVERLAP on a GPU with PDL: inline PTX in the down GEMM")
     _down_kernel[grid(H, down["BLOCK_N"])](
         act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, act_desc, w2_desc, cnt, H, I, E,
         w2.stride(0), w2.stride(1), max_tiles, cdiv(I, bn), cdiv(H, down["BLOCK_N"]), OVERLAP=overlap, CS=cs,
-        SPIN_ASM=spin, **down, **pdl)
+        SPIN_ASM=spin, ACT_TMA=act_tma, **down, **pdl)
     return y
 
 
