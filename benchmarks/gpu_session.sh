@@ -980,6 +980,16 @@ case "${1:?stage A to G}" in
     run sweep-overlap 200 python benchmarks/sweep_moe.py --grouped 32,64,256,1024,4096 --grouped-overlap --samples 15 --shapes ""
     run ab-b32 240 python benchmarks/ab_chain.py --batch 32 --rounds 3 --new-tokens 64 --variants base,ov=MOELAB_GROUPED_OVERLAP:1,ovt=MOELAB_GROUPED_OVERLAP:1+MOELAB_GROUPED_OVERLAP_TMA:1
     ;;
+  DO) # session 22: at batch 1 the post-attention norm is a launch of its own between the o projection and the router
+      # (1.45 us of advance a layer in session 20's trace, DD; the router 3.7). MOELAB_NORM_ROUTER=1: the router's
+      # programs normalise the rows themselves (h + residual, 8 KB from L2 each, add_rmsnorm's casting; program 0 stores
+      # them and the new residual), so the chain loses one dependent launch per MoE layer (add_rmsnorm_router). Predicted:
+      # batch 1 -0.03..-0.06 ms a token (2.37 -> ~2.32), batch 8 -0.02..-0.05; the tokens may differ in bf16 (the sum of
+      # squares reduces in another layout than the norm kernel's). Then the tests of this session's defaults.
+    run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --new-tokens 128 --variants base,nr=MOELAB_NORM_ROUTER:1
+    run ab-b8 150 python benchmarks/ab_chain.py --batch 8 --rounds 3 --new-tokens 64 --variants base,nr=MOELAB_NORM_ROUTER:1
+    run gpu-tests 200 python -m pytest tests/kernels/test_router.py tests/kernels/test_moe.py tests/engine/test_generate.py -k "norm or router or overlap or pairs_runs or two_launches or match_transformers or graph" -q -p no:cacheprovider --tb=short -rf
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -337,6 +337,15 @@ SM90_JOBS["moe_decode_tma"] = (_module, _kernel, dict(_types, w13_desc="tensorde
                                                       w2_desc="tensordesc<bf16[64, 64]>"),
                                dict(SM90_JOBS["moe_decode_pdl"][3], TMA=True), _div16_t8, *_rest)
 
+# The router's NORM constexprs (session 22), off in the plain router jobs above; on in "router_norm" (T=1 on one warp,
+# one expert a program: router_config's launch at Qwen3-30B-A3B, which `add_rmsnorm_router` takes in the engine).
+for _name in [n_ for n_ in SM90_JOBS if n_.startswith("router")]:
+    _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
+    SM90_JOBS[_name] = (_module, _kernel, _types, dict(_consts, NORM=False, HAS_RES=False, OFFSET=False), *_rest)
+_module, _kernel, _types, _consts, _div16, *_rest = SM90_JOBS["router"]
+SM90_JOBS["router_norm"] = (_module, _kernel, dict(_types, h_ptr="*bf16", res_ptr="*bf16", nw_ptr="*bf16",
+                                                   xo_ptr="*bf16", ro_ptr="*bf16", eps="fp32"),
+                            dict(_consts, BLOCK_E=1, N_PROG=128, NORM=True, HAS_RES=True), _div16, {"num_warps": 1})
 # The grouped GEMMs' OVERLAP constexprs (session 22), off in the plain jobs above.
 for _name in [n_ for n_ in SM90_JOBS if n_.startswith(("moe_gate_up", "moe_down"))]:
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]

@@ -146,7 +146,7 @@ def test_experts_kernel_waits_for_the_router_and_releases_the_norm(hopper, monke
     kw = rec.calls[0]
     pdl_pairs_with_wait(kw)
     assert kw["USE_PDL"] == kw["TRIGGER"] == (T <= CHAIN_MAX_T)
-    if path == "pairs" and T >= moe_pairs.PAIRS_TWO_MIN_T:
+    if path == "pairs" and moe_pairs.pairs_two(T, I, False):
         # Two kernels: phase 1 (above) waits for the router and releases phase 2, which is PDL-launched without a
         # wait of its own (the chain's one exception: it polls phase 1's counters) and releases the norm.
         one, two = rec.calls

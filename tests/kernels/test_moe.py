@@ -568,7 +568,8 @@ def test_pairs_in_two_launches_give_the_one_launch_output_bitwise(shared, monkey
 
 
 def test_pairs_runs_two_kernels_from_two_tokens(monkeypatch):
-    """The default: one kernel at T=1, two from PAIRS_TWO_MIN_T (counted launches); MOELAB_PAIRS_TWO overrides it."""
+    """The default: one kernel at T=1, two from PAIRS_TWO_MIN_T (counted launches), and two at T=1 with a shared expert
+    wider than 128 (`pairs_two`); MOELAB_PAIRS_TWO overrides it."""
     from moelab.kernels import moe_pairs as mp
     launched, kernel = [], mp._moe_pairs_kernel
 
@@ -578,16 +579,21 @@ def test_pairs_runs_two_kernels_from_two_tokens(monkeypatch):
             return kernel[grid]
 
     monkeypatch.setattr(mp, "_moe_pairs_kernel", Spy())
-    for T, env, kernels in ((1, None, 1), (2, None, 2), (4, None, 2), (2, "0", 1), (1, "1", 2)):
+    for T, I, shared, env, kernels in ((1, 48, None, None, 1), (2, 48, None, None, 2), (4, 48, None, None, 2),
+                                       (2, 48, None, "0", 1), (1, 48, None, "1", 2), (1, 48, (160, True), None, 1),
+                                       (1, 160, (160, True), None, 2), (1, 160, None, None, 1),
+                                       (1, 160, (160, True), "0", 1)):
         if env is None:
             monkeypatch.delenv("MOELAB_PAIRS_TWO", raising=False)
         else:
             monkeypatch.setenv("MOELAB_PAIRS_TWO", env)
-        x, w13, w2, w, ids, _ = make(T, 16, 96, 48, 4, torch.float16 if DEV == "cpu" else torch.bfloat16, seed=T)
+        x, w13, w2, w, ids, sh = make(T, 16, 96, I, 4, torch.float16 if DEV == "cpu" else torch.bfloat16, seed=T,
+                                      shared=shared)
         launched.clear()
-        mp.moe_pairs(x, w13, w2, w, ids, out=poisoned(T, 96, x.dtype),
-                     config=dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4))
-        assert len(launched) == kernels, (T, env)
+        out = mp.moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, 96, x.dtype),
+                           config=dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4))
+        assert len(launched) == kernels, (T, I, shared, env)
+        assert rel(out, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
 
 
 def test_pairs_two_launches_compile_for_sm90(sm90):

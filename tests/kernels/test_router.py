@@ -102,3 +102,44 @@ def test_router_jobs_compile_what_router_config_launches(job, rows):
     assert opts.get("num_warps", 4) == cfg["num_warps"]
     if rows == 8:
         assert cfg == dict(BLOCK_E=1, BLOCK_H=2048, num_warps=8)
+
+
+@pytest.mark.parametrize("T,E,H,k,dtype,res", [(1, 16, 96, 4, torch.float32, True), (3, 16, 80, 2, torch.float16, True),
+                                               (8, 60, 64, 4, torch.float32, False), (1, 128, 2048, 8, torch.float32, True)])
+def test_add_rmsnorm_router_matches_the_two_ops(T, E, H, k, dtype, res):
+    """The post-attention norm inside the router's launch: the normalised rows and the new residual as `add_rmsnorm`
+    gives them, the routing as the reference gives it from those rows, odd H (a masked chunk), with and without a
+    residual; the counter reset (a second call agrees); bad arguments named before any launch."""
+    from moelab import ops
+    from moelab.kernels import counters
+    from moelab.kernels.router import add_rmsnorm_router
+    g = torch.Generator().manual_seed(T * E + H)
+    h = torch.randn(T, H, generator=g).to(dtype).to(DEV)
+    r = torch.randn(T, H, generator=g).to(dtype).to(DEV) if res else None
+    nw = (1 + 0.1 * torch.randn(H, generator=g)).to(dtype).to(DEV)
+    w = (torch.randn(E, H, generator=g) * H ** -0.5).to(dtype).to(DEV)
+    x, new_res, tw, ids = add_rmsnorm_router(h, r, nw, 1e-6, w, k)
+    xr, rr = ops.get("add_rmsnorm", "eager")(h, r, nw, 1e-6)
+    tol = 1e-6 if dtype == torch.float32 else 1e-3
+    assert (x.float() - xr.float()).abs().max() <= tol * xr.float().abs().max()
+    assert torch.equal(new_res, rr)
+    rw, rids = router_reference(x, w, k)  # from the rows it stored: the same routing
+    assert torch.equal(ids.long(), rids.long()) and torch.allclose(tw, rw.float(), rtol=1e-4, atol=1e-6)
+    again = add_rmsnorm_router(h, r, nw, 1e-6, w, k)
+    assert all(torch.equal(a, b) for a, b in zip((x, new_res, tw, ids), again))
+    assert int(counters(x.device, 1, "router")[0]) == 0
+    assert ops.get("add_rmsnorm_router", "eager")(h, r, nw, 1e-6, w, k)[3].shape == (T, k)
+    with pytest.raises(ValueError, match="norm_weight must be"):
+        add_rmsnorm_router(h, r, nw[:-1], 1e-6, w, k)
+    with pytest.raises(ValueError, match="residual is"):
+        add_rmsnorm_router(h, h[:, :-1], nw, 1e-6, w, k)
+
+
+def test_router_norm_compiles_for_sm90(sm90):
+    """The engine's fused form at T=1: the router and norm weights are requested before the PDL wait, h and the
+    residual only after it; program 0's stores of the rows and the residual, and the last arriver's acquire."""
+    assert "error" not in sm90["router_norm"], sm90["router_norm"].get("error")
+    ptx = sm90["router_norm"]["ptx"]
+    wait = ptx.index("griddepcontrol.wait")
+    assert ptx.count("ld.global", 0, wait) >= 2  # the router row and the norm weight
+    assert "atom.global.gpu.acq_rel" in ptx and "st.global" in ptx

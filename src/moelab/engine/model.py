@@ -23,8 +23,13 @@ import torch.nn.functional as F
 from moelab import ops
 from moelab.engine.cache import KVCache
 from moelab.engine.config import ATTENTION, EngineConfig
+from moelab.kernels import env_flag
 from moelab.kernels.router import fused_router_max_t
 from moelab.ops.linear import dense_for
+
+# The post-attention norm inside the router's launch (`MoE.with_norm`), up to fused_router_max_t() rows. Prepared in
+# session 22, not yet measured: off.
+NORM_ROUTER = False
 
 
 def prefill_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -121,7 +126,20 @@ class MoE:
         self.route, self.fused_moe = ops.get("route", impl), ops.get("fused_moe", impl)
         # Decode: the router logits and the routing in one launch (moelab); prefill: a GEMM, then `route`.
         self.fused_router = ops.get("router", impl) if impl == "moelab" else None
+        self.norm_router = ops.get("add_rmsnorm_router", impl) if impl == "moelab" else None
         self.dense = dense_for(impl)
+
+    def fuses_norm(self, rows: int) -> bool:
+        """Whether the post-attention norm runs inside the router's launch (`with_norm`): moelab's kernels, up to
+        fused_router_max_t() rows, and $MOELAB_NORM_ROUTER (read at each call: an A/B switch; NORM_ROUTER unset)."""
+        return (self.norm_router is not None and rows <= fused_router_max_t()
+                and env_flag("MOELAB_NORM_ROUTER", NORM_ROUTER))
+
+    def with_norm(self, h: torch.Tensor, residual: torch.Tensor, norm: torch.Tensor, eps: float):
+        """The post-attention add + RMSNorm, the router and the experts: (out, new_residual)."""
+        x, residual, weights, ids = self.norm_router(h, residual, norm, eps, self.router, self.cfg.top_k, "softmax",
+                                                     self.cfg.norm_topk_prob)
+        return self.fused_moe(x, self.w13, self.w2, weights, ids, self.shared), residual
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         k, renorm = self.cfg.top_k, self.cfg.norm_topk_prob
@@ -177,6 +195,9 @@ class Model:
         for mixer, mlp, in_norm, post_norm in self.layers:
             x, residual = self.add_rmsnorm(h, residual, in_norm, eps)
             h = mix(mixer, x)
+            if isinstance(mlp, MoE) and mlp.fuses_norm(h.shape[0]):
+                h, residual = mlp.with_norm(h, residual, post_norm, eps)
+                continue
             x, residual = self.add_rmsnorm(h, residual, post_norm, eps)
             h = mlp(x)
         out, _ = self.add_rmsnorm(h, residual, self.final_norm, eps)

@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, counter_stride, counters, env_int, next_pow2, pdl_supported
+from moelab.kernels import cdiv, counter_stride, counters, env_int, interpreting, next_pow2, pdl_supported
 from moelab.kernels import dot_precision as _prec
 from moelab.kernels.moe_decode import _wait_geq, spin_asm
 
@@ -339,6 +339,7 @@ def grouped_config(P: int, E: int, H: int, I: int) -> dict:
       T=32 (256 pairs, 2 an expert on average): 16 × 64 tiles, 4 stages, the options: 261 µs (16 × 32, 3 stages, as
         before them: 267);
       T=64 / 128 (4 / 8 an expert): 16 × 64, 4 stages (session 8: 316 / 356 µs; the options unmeasured here);
+      T=32..128 with OVERLAP and OVERLAP_TMA since session 22 (GROUPED_OVERLAP: T=32 −4.4, T=64 −4.8 µs);
       T=256 (2k pairs) 64 × 64, 4 warps, 3 stages, the options: 379 µs (388 without); in session 13's sweep with the
         options 32 × 64 beat it, 313 against 318 µs (8 to 16 pairs an expert: 32-row tiles from P > 8·E to 16·E);
         there, too, the down GEMM's own 128-column tiles tied (314) and the one-launch sort at 2048 pairs lost
@@ -354,16 +355,27 @@ def grouped_config(P: int, E: int, H: int, I: int) -> dict:
     if P >= 8192:
         return dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3, WIDE=True,
                     DOWN=dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3), **opts)
-    if P <= 8 * E:
-        return dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=4, **opts)
+    if P <= 8 * E:  # the down GEMM overlapping gate/up's last wave, its act rows by TMA (see GROUPED_OVERLAP)
+        return dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=4, OVERLAP=True, OVERLAP_TMA=True,
+                    **opts)
     if P <= 16 * E:  # T=256: 32-row tiles 313.3 against 317.6-318.4 us for 64 (session 13, gpu-session-BN-…)
         return dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3, **opts)
     return dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=3, **opts)
 
 
-# The down GEMM overlapping the gate/up GEMM's last wave (cfg OVERLAP; see `_experts_pass`). Prepared in session 22:
-# not yet measured, so off.
-GROUPED_OVERLAP = 0
+# The down GEMM overlapping the gate/up GEMM's last wave (cfg OVERLAP; see `_experts_pass`), its act rows by TMA behind
+# a proxy fence (OVERLAP_TMA) or by pointers. H200, session 22, Qwen3-30B-A3B, grouped sweep (sweep_moe.py
+# --grouped-overlap, two passes in one process; plain → OVERLAP → OVERLAP_TMA, µs), on two machine starts:
+#   T=32   263.9 → 260.4 (sweep-moe-grouped-overlap-…T1729)        250.2 → 247.4 → 245.8 (…-overlap-tma-…T1736)
+#   T=64   297.2 → 294.3                                             283.2 → 279.8 → 278.4
+#   T=256  318.5 → 322.6                                             308.9 → 313.4 → 310.1
+#   T=1024 384.9 → 381.1                                             376.3 → 373.7 → 370.7
+#   T=4096 740.6 → 804.7                                             726.8 → 771.4 → 760.5
+# Batch 32 end to end (the grouped path at T=32 in every layer): 14.41 → 14.25 → 14.19 ms a token, the same tokens
+# (ab-chain-…T173709). So it is the default with the 16-row tiles (P ≤ 8·E: T=17..128 at Qwen3-30B-A3B), and off
+# where it lost (T=256, 4096; why is unmeasured) or won once (T=1024, the same config as 4096). The config keys OVERLAP
+# and OVERLAP_TMA, or $MOELAB_GROUPED_OVERLAP / $MOELAB_GROUPED_OVERLAP_TMA (read at launch), choose.
+GROUPED_OVERLAP = 0  # where grouped_config does not say
 
 GROUP_FUSED_MAX_P = 1024  # one program sorts all the pairs: at P=1024 (T=128, k=8) 48 registers (sm_90, Triton 3.6)
 GROUP_CHUNK = 1024  # above it, chunks of this many pairs (the one-program sort's size), scanned by one program
@@ -483,10 +495,12 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     if tma and cfg.get("DOWN"):
         w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [down["BLOCK_N"], down["BLOCK_K"]])
         act_desc = TensorDescriptor.from_tensor(act, [bm, down["BLOCK_K"]])
-    # OVERLAP_TMA: with OVERLAP, the act rows by TMA behind a proxy fence (inline PTX: a GPU only) instead of pointers.
-    act_tma = bool(overlap and tma and env_int("MOELAB_GROUPED_OVERLAP_TMA", int(cfg.get("OVERLAP_TMA", 0))))
-    if (spin or act_tma) and not pdl:
-        raise ValueError("SPIN_SLEEP > 0 and OVERLAP_TMA need OVERLAP on a GPU with PDL: inline PTX in the down GEMM")
+    # OVERLAP_TMA: with OVERLAP, the act rows by TMA behind a proxy fence instead of pointers: inline PTX, so on a GPU
+    # only (under the interpreter the pointer form runs, the same numbers).
+    act_tma = bool(overlap and tma and not interpreting()
+                   and env_int("MOELAB_GROUPED_OVERLAP_TMA", int(cfg.get("OVERLAP_TMA", 0))))
+    if spin and interpreting():
+        raise ValueError("SPIN_SLEEP > 0 is inline PTX in the down GEMM's wait: the Triton interpreter cannot run it")
     _down_kernel[grid(H, down["BLOCK_N"])](
         act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, act_desc, w2_desc, cnt, H, I, E,
         w2.stride(0), w2.stride(1), max_tiles, cdiv(I, bn), cdiv(H, down["BLOCK_N"]), OVERLAP=overlap, CS=cs,

@@ -5,7 +5,7 @@ Napkin math as in `moe_decode` (T=1, Qwen3-30B-A3B: 8 experts × 9.44 MB = 75.5 
 once and needs no census of distinct experts; for T > 1 a pair slot re-reads an expert that two tokens
 share, which `moe_decode`'s census avoids (the launcher picks by measurement).
 
-Two phases, as `moe_decode`; at T=1 one launch, from PAIRS_TWO_MIN_T tokens two kernels (each compiled with its own
+Two phases, as `moe_decode`; at T=1 one launch, from PAIRS_TWO_MIN_T tokens two kernels (see `pairs_two`; each compiled with its own
 phase only, so phase 1 is not held to phase 2's registers; phase 2 still polls phase 1's counters):
   * phase 1, programs (slot, block of BLOCK_I rows): x[t] · gate/up rows of expert e → SiLU(g)·u,
     rounded to the activation dtype, into act[slot, :]; release-increment the slot's counter;
@@ -176,8 +176,17 @@ def _moe_pairs_kernel(
 # (H200, session 21, sweep-moe-block-two-…T1608): Qwen3-30B-A3B T=2 41.97 → 41.26 µs, T=4 75.20 → 74.52; Qwen3.5 T=2
 # 34.72 → 33.71, T=4 60.04 → 59.26; its tp=4 shard T=2 15.48 → 15.21, T=4 21.97 → 21.88. At T=1 two kernels lost for
 # Qwen3-30B-A3B (25.04 → 25.69; batch 1 2.37 → 2.38 ms a token, ab-chain-…T160825) and the shard (12.11 → 12.68), and
-# Qwen3.5 T=1 (23.13 → 22.18) sat inside the one kernel's own pass-to-pass spread (23.8 / 22.4): one kernel stays.
+# Qwen3.5 T=1 (23.13 → 22.18) sat inside the one kernel's own pass-to-pass spread (23.8 / 22.4): one kernel stayed.
+# Session 22 saw Qwen3.5 T=1 a third time (DH, DI, DL: 23.13 → 22.18, 22.98 → 22.14, 23.00 → 22.11 µs; the two kernels'
+# passes within 0.1 µs each time, the one kernel's bimodal, sweep-moe-block-two-tiles-…T1729) while the shard with its
+# shared expert lost again (12.05 → 12.60): so with a shared expert and I > 128, two kernels at T=1 too (`pairs_two`).
 PAIRS_TWO_MIN_T = 2
+
+
+def pairs_two(T: int, I: int, shared: bool) -> bool:
+    """Whether the pair kernel runs as two kernels (phase 1, then phase 2 polling it): from PAIRS_TWO_MIN_T tokens, and
+    at T=1 for a model with a shared expert and experts wider than 128 (Qwen3.5-35B-A3B; measured above)."""
+    return T >= PAIRS_TWO_MIN_T or (shared and I > 128)
 
 
 def pairs_config(T: int, k: int, H: int, I: int) -> dict:
@@ -265,7 +274,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     # routing (safe, see the kernel) and, after each slot's acquire, phase 1's output. Without PDL, stream order.
     # $MOELAB_PAIRS_TWO (0 or 1, read at launch) overrides the choice for an A/B. (With `probe`, the timeline probe's
     # stamps, it is always the one kernel.)
-    if env_int("MOELAB_PAIRS_TWO", int(T >= PAIRS_TWO_MIN_T)) and probe is None:
+    if env_int("MOELAB_PAIRS_TWO", int(pairs_two(T, I, shared is not None))) and probe is None:
         _moe_pairs_kernel[(n1,)](*args, PHASE=1, PID0=0, **meta)
         _moe_pairs_kernel[(n_slots * n_hblk,)](*args, PHASE=2, PID0=n1, **dict(meta, USE_PDL=False))
         return out

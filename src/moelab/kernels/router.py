@@ -51,6 +51,11 @@ def _router_kernel(
     SCORING: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
     N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, USE_PDL: tl.constexpr,
     TRIGGER: tl.constexpr,  # release a PDL-launched next kernel (the experts) as each program starts
+    # NORM: the residual add + RMSNorm before the router in this launch (`add_rmsnorm_router`): every program
+    # normalises the rows of h (+ res) itself (BLOCK_H ≥ H: one chunk) with `_add_rmsnorm_kernel`'s casting, program 0
+    # stores them (xo) and the new residual (ro); x_ptr is then unused.
+    h_ptr=None, res_ptr=None, nw_ptr=None, xo_ptr=None, ro_ptr=None, eps=1e-6, s_ht=0, s_rt=0, s_ot=0, s_qt=0,
+    NORM: tl.constexpr = False, HAS_RES: tl.constexpr = False, OFFSET: tl.constexpr = False,
 ):
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
@@ -63,19 +68,43 @@ def _router_kernel(
     # The first weight chunk is requested before the PDL wait (the weight is no kernel's output); x after it.
     w = tl.load(w_ptr + offs_e[:, None] * s_we + offs_h[None, :], mask=emask[:, None] & (offs_h < H)[None, :],
                 other=0.0, eviction_policy="evict_first")  # [BLOCK_E, BLOCK_H]
+    if NORM:
+        hmask = offs_h < H
+        nw = tl.load(nw_ptr + offs_h, mask=hmask, other=0.0).to(tl.float32)  # no kernel's output either
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
     acc = tl.zeros((T_PAD, BLOCK_E), dtype=tl.float32)
-    for h0 in range(0, H, BLOCK_H):
-        offs_h = h0 + tl.arange(0, BLOCK_H)
-        hmask = offs_h < H
-        x = tl.load(x_ptr + offs_t[:, None] * s_xt + offs_h[None, :], mask=tmask[:, None] & hmask[None, :],
-                    other=0.0)  # [T_PAD, BLOCK_H]
-        acc += tl.sum(x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
-        nh = offs_h + BLOCK_H
-        w = tl.load(w_ptr + offs_e[:, None] * s_we + nh[None, :], mask=emask[:, None] & (nh < H)[None, :],
-                    other=0.0, eviction_policy="evict_first")  # the next chunk (all-masked after the last)
-    logits = acc.to(x_ptr.dtype.element_ty).to(tl.float32)  # the router Linear's output dtype, as in transformers
+    if NORM:
+        m2 = tmask[:, None] & hmask[None, :]
+        act_ty = h_ptr.dtype.element_ty
+        hv = tl.load(h_ptr + offs_t[:, None] * s_ht + offs_h[None, :], mask=m2, other=0.0)
+        if HAS_RES:  # the sum rounded to the activation dtype, as transformers adds
+            hv = (hv.to(tl.float32) + tl.load(res_ptr + offs_t[:, None] * s_rt + offs_h[None, :], mask=m2,
+                                              other=0.0).to(tl.float32)).to(act_ty)
+        hf = hv.to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(hf * hf, axis=1) / H + eps)
+        n = hf * rstd[:, None]
+        if OFFSET:
+            y = (n * (1.0 + nw[None, :])).to(act_ty)
+        else:
+            y = (n.to(act_ty).to(tl.float32) * nw[None, :]).to(act_ty)
+        if pid == 0:
+            tl.store(xo_ptr + offs_t[:, None] * s_ot + offs_h[None, :], y, mask=m2)
+            if HAS_RES:
+                tl.store(ro_ptr + offs_t[:, None] * s_qt + offs_h[None, :], hv, mask=m2)
+        acc += tl.sum(y.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
+        logits = acc.to(act_ty).to(tl.float32)
+    else:
+        for h0 in range(0, H, BLOCK_H):
+            offs_h = h0 + tl.arange(0, BLOCK_H)
+            hmask = offs_h < H
+            x = tl.load(x_ptr + offs_t[:, None] * s_xt + offs_h[None, :], mask=tmask[:, None] & hmask[None, :],
+                        other=0.0)  # [T_PAD, BLOCK_H]
+            acc += tl.sum(x.to(tl.float32)[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
+            nh = offs_h + BLOCK_H
+            w = tl.load(w_ptr + offs_e[:, None] * s_we + nh[None, :], mask=emask[:, None] & (nh < H)[None, :],
+                        other=0.0, eviction_policy="evict_first")  # the next chunk (all-masked after the last)
+        logits = acc.to(x_ptr.dtype.element_ty).to(tl.float32)  # the router Linear's output dtype, as in transformers
     tl.store(logits_ptr + offs_t[:, None] * E + offs_e[None, :], logits, mask=tmask[:, None] & emask[None, :])
     tl.debug_barrier()  # every thread's stores precede the release below
     arrived = tl.atomic_add(cnt_ptr, 1, sem="acq_rel", scope="gpu")
@@ -119,7 +148,7 @@ def router_config(T: int, E: int, H: int, block_e: int = 1, num_warps: int | Non
 
 def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softmax", renormalize: bool = True, *,
            correction_bias: torch.Tensor | None = None, n_group: int = 1, topk_group: int = 1, scaling: float = 1.0,
-           config: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+           config: dict | None = None, norm: tuple | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Router logits and top-k routing in one launch; contract as `moelab.ops.moe.router_reference`.
 
     x [T, H] (T ≤ ROUTER_MAX_T), weight [E, H]. Returns (topk_weights [T, k] fp32, topk_ids [T, k] int32).
@@ -147,6 +176,17 @@ def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softma
     logits = torch.empty(T, E, dtype=torch.float32, device=x.device)
     pdl = pdl_supported(x.device)  # the weight streams while the norm before it runs (kernels.pdl_supported)
     launch = {"launch_pdl": True} if pdl else {}
+    if norm is None:
+        norm_args = dict(h_ptr=x, res_ptr=x, nw_ptr=x, xo_ptr=x, ro_ptr=x, eps=0.0, s_ht=0, s_rt=0, s_ot=0, s_qt=0)
+    else:  # (h, residual or None, norm weight, eps, offset, x out, residual out or None): see add_rmsnorm_router
+        h, res, nw, eps, offset, xo, ro = norm
+        if next_pow2(H) > cfg["BLOCK_H"]:
+            cfg["BLOCK_H"] = next_pow2(H)  # the norm needs whole rows: one chunk
+        norm_args = dict(h_ptr=h, res_ptr=res if res is not None else h, nw_ptr=nw, xo_ptr=xo,
+                         ro_ptr=ro if ro is not None else xo, eps=float(eps), s_ht=h.stride(0),
+                         s_rt=res.stride(0) if res is not None else 0, s_ot=xo.stride(0),
+                         s_qt=ro.stride(0) if ro is not None else 0, NORM=True, HAS_RES=res is not None,
+                         OFFSET=bool(offset))
     _router_kernel[(n_prog,)](
         x, weight, correction_bias if correction_bias is not None else logits, logits, w_out, ids,
         counters(x.device, 1, "router"), T, E, H, x.stride(0), weight.stride(0), float(scaling),
@@ -154,9 +194,36 @@ def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softma
         SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize), HAS_BIAS=correction_bias is not None,
         N_GROUP=n_group, TOPK_GROUP=topk_group, USE_PDL=pdl,
         TRIGGER=chain_pdl(x.device, T),  # the experts' kernel after it (pairs or census) is PDL-launched: chain_pdl
-        num_warps=num_warps, **launch, **cfg,
+        num_warps=num_warps, **norm_args, **launch, **cfg,
     )
     return w_out, ids
+
+
+def add_rmsnorm_router(h: torch.Tensor, residual: torch.Tensor | None, norm_weight: torch.Tensor, eps: float,
+                       weight: torch.Tensor, k: int, scoring: str = "softmax", renormalize: bool = True, *,
+                       offset: bool = False, **routing) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`add_rmsnorm` (the post-attention norm) and `router` in one launch: (x, new_residual, topk_weights, topk_ids).
+
+    Every program of the router normalises the rows itself (a few KB from L2) instead of waiting for a norm kernel's
+    launch to end: one dependent launch fewer per MoE layer in the decode chain. h, residual [T, H] (residual may be
+    None), norm_weight [H] of h's dtype, contiguous; the rest as `router`. The casting is `add_rmsnorm`'s; its sum of
+    squares may round in another order than the norm kernel's (a different reduction layout)."""
+    if h.dim() != 2:
+        raise ValueError(f"add_rmsnorm_router: h must be [T, H], got {tuple(h.shape)}")
+    if residual is not None and (residual.shape != h.shape or residual.dtype != h.dtype or residual.device != h.device):
+        raise ValueError(f"add_rmsnorm_router: residual is {tuple(residual.shape)} {residual.dtype}; expected h's "
+                         f"{tuple(h.shape)} {h.dtype}")
+    if norm_weight.shape != (h.shape[1],) or norm_weight.dtype != h.dtype or norm_weight.stride(0) != 1:
+        raise ValueError(f"add_rmsnorm_router: norm_weight must be [{h.shape[1]}] {h.dtype}, contiguous; got "
+                         f"{tuple(norm_weight.shape)} {norm_weight.dtype}")
+    if h.stride(1) != 1 or (residual is not None and residual.stride(1) != 1):
+        raise ValueError("add_rmsnorm_router: h and residual must be contiguous in their last dimension")
+    x = torch.empty_like(h, memory_format=torch.contiguous_format)
+    new_res = torch.empty_like(x) if residual is not None else h
+    w, ids = router(x, weight, k, scoring, renormalize,
+                    norm=(h, residual, norm_weight, eps, offset, x, new_res if residual is not None else None),
+                    **routing)
+    return x, new_res, w, ids
 
 
 def check_router_args(x: torch.Tensor, weight: torch.Tensor) -> None:

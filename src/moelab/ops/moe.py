@@ -250,7 +250,23 @@ def router(x, weight, k, scoring="softmax", renormalize=True, **routing):
     return _router(x, weight, k, scoring, renormalize, **routing)
 
 
+def add_rmsnorm_router_reference(h, residual, norm_weight, eps, weight, k, scoring="softmax", renormalize=True, *,
+                                 offset=False, **routing):
+    """The post-attention norm, then the router: (x, new_residual, topk_weights, topk_ids)."""
+    from moelab.ops.norm import add_rmsnorm_reference
+    x, new_res = add_rmsnorm_reference(h, residual, norm_weight, eps, offset=offset)
+    return (x, new_res, *router_reference(x, weight, k, scoring, renormalize, **routing))
+
+
+def add_rmsnorm_router(h, residual, norm_weight, eps, weight, k, scoring="softmax", renormalize=True, **kw):
+    """moelab's: the norm and the router in one launch (kernels.router.add_rmsnorm_router)."""
+    from moelab.kernels.router import add_rmsnorm_router as _fused
+    return _fused(h, residual, norm_weight, eps, weight, k, scoring, renormalize, **kw)
+
+
 ops.register("route", route_reference, route, doc="top-k routing: softmax / topk_softmax / sigmoid grouped")
+ops.register("add_rmsnorm_router", add_rmsnorm_router_reference, add_rmsnorm_router,
+             doc="residual add + RMSNorm, then the router logits and top-k routing, one launch")
 ops.register("router", router_reference, router, doc="router logits (x·Wᵀ in x's dtype) and top-k routing, one launch")
 ops.register("moe_block", moe_block_reference, moe_block, doc="softmax routing + routed SwiGLU experts")
 ops.register("fused_moe", fused_moe_reference, fused_moe, doc="routed SwiGLU experts with the weighted top-k sum")
