@@ -990,6 +990,19 @@ case "${1:?stage A to G}" in
     run ab-b8 150 python benchmarks/ab_chain.py --batch 8 --rounds 3 --new-tokens 64 --variants base,nr=MOELAB_NORM_ROUTER:1
     run gpu-tests 200 python -m pytest tests/kernels/test_router.py tests/kernels/test_moe.py tests/engine/test_generate.py -k "norm or router or overlap or pairs_runs or two_launches or match_transformers or graph" -q -p no:cacheprovider --tb=short -rf
     ;;
+  DP) # session 22: the records on this session's defaults (OVERLAP with the 16-row grouped tiles; the norm inside the
+      # router at batch 1; two pair kernels at T=1 with a wide shared expert). DO measured the norm in the router:
+      # batch 1 2.364 -> 2.344 ms a token (predicted -0.03..-0.06), batch 8 7.515 -> 7.550 (lost): batch 1 only.
+    run bench-moe 170 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    run bench-moe-35 90 python -m moelab bench moe --model qwen3.5-35b-a3b --tokens 1,2,4,8,16 --samples 10 --save
+    run bench-moe-35tp 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8 --samples 10 --save
+    run decode 150 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
+    ;;
+  DQ) # session 22: the batch-1 profile on the final code (the chained step runs the norm inside the router, as the
+      # engine), and the profile's GPU tests
+    run profile 300 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 10 --impl eager,compile,moelab --save
+    run gpu-tests 150 python -m pytest tests/profile tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -23,13 +23,22 @@ import torch.nn.functional as F
 from moelab import ops
 from moelab.engine.cache import KVCache
 from moelab.engine.config import ATTENTION, EngineConfig
-from moelab.kernels import env_flag
+from moelab.kernels import env_int
 from moelab.kernels.router import fused_router_max_t
 from moelab.ops.linear import dense_for
 
-# The post-attention norm inside the router's launch (`MoE.with_norm`), up to fused_router_max_t() rows. Prepared in
-# session 22, not yet measured: off.
-NORM_ROUTER = False
+# The post-attention norm inside the router's launch (`MoE.with_norm`) up to this many rows (and fused_router_max_t()).
+# H200, session 22, benchmarks/ab_chain.py, three rounds: batch 1 2.364 → 2.344 ms a token (ab-chain-…T174526; predicted
+# −0.03..−0.06), batch 8 7.515 → 7.550 (…T174604: lost, each of the 128 router programs normalising 8 rows). The bf16
+# tokens differ from the two launches' (the sum of squares reduces in another layout); in fp32 the engine matches
+# transformers either way (tests/engine/test_generate.py). $MOELAB_NORM_ROUTER_MAX_T (read at each call) overrides it.
+NORM_ROUTER_MAX_T = 1
+
+
+def norm_router_max_t() -> int:
+    """The most rows whose post-attention norm runs inside the router's launch: NORM_ROUTER_MAX_T, or
+    $MOELAB_NORM_ROUTER_MAX_T (read at each call: an A/B switch), and never beyond fused_router_max_t()."""
+    return min(env_int("MOELAB_NORM_ROUTER_MAX_T", NORM_ROUTER_MAX_T), fused_router_max_t())
 
 
 def prefill_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -131,9 +140,8 @@ class MoE:
 
     def fuses_norm(self, rows: int) -> bool:
         """Whether the post-attention norm runs inside the router's launch (`with_norm`): moelab's kernels, up to
-        fused_router_max_t() rows, and $MOELAB_NORM_ROUTER (read at each call: an A/B switch; NORM_ROUTER unset)."""
-        return (self.norm_router is not None and rows <= fused_router_max_t()
-                and env_flag("MOELAB_NORM_ROUTER", NORM_ROUTER))
+        `norm_router_max_t()` rows."""
+        return self.norm_router is not None and rows <= norm_router_max_t()
 
     def with_norm(self, h: torch.Tensor, residual: torch.Tensor, norm: torch.Tensor, eps: float):
         """The post-attention add + RMSNorm, the router and the experts: (out, new_residual)."""

@@ -9,7 +9,9 @@ Three implementations, side by side (DESIGN.md):
                router, the experts, and the decode kernel for dense projections, lm_head and the router's
                logits beyond the fused router's rows: the GEMV below 4 rows, tensor cores from 4 to 16, cuBLAS
                beyond). The embedding, greedy sampling and small elementwise ops run torch in this column too,
-               and say so.
+               and say so. Where the engine runs the post-attention norm inside the router's launch (batch 1:
+               `engine.model.norm_router_max_t()`), the chained step does too; the per-op table times the norm
+               and the router as the two units they are otherwise.
 Gated DeltaNet ops (hybrid models) have no kernel yet: every column runs the same plain-torch
 reference of this file, marked as such.
 
@@ -243,6 +245,12 @@ class LayerFns:
         q, k, qw, kw = self._full_norm(q, k, qw, kw)
         return self._attn_kv(q, k, v, qw, kw, positions, k_cache, v_cache, eps=d.eps, rope_theta=d.theta,
                              rotary_dim=d.rot, offset=d.offset, scale=d.hd ** -0.5, window=d.window)
+
+    def norm_router(self, h, residual, norm_weight, weight):
+        """moelab only: the post-attention norm and the router in one launch, as the engine runs them up to
+        `engine.model.norm_router_max_t()` rows (the per-op table times the norm and the router as two units)."""
+        return ops.get("add_rmsnorm_router", "moelab")(h, residual, norm_weight, self.d.eps, weight, self.d.k,
+                                                      "softmax", self.d.renorm, offset=self.d.offset)
 
     def router(self, x, weight):
         """Router logits and routing: eager = the GEMV then HF's routing; moelab = the one-launch router."""

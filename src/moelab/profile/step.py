@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from moelab.engine.model import norm_router_max_t
 from moelab.kernels.router import fused_router_max_t
 from moelab.models import ModelSpec
 from moelab.profile.impls import Dims, LayerFns, Rand, gdn_conv, gdn_norm_gate, gdn_recurrence, output_gate, swiglu
@@ -150,6 +151,10 @@ class ChainedStep:
     def _run_layer(self, h, residual, w):
         x, residual = self.f.add_rmsnorm(h, residual, w["in_norm"])
         h = self._gdn(x, w) if w["kind"] == "linear_attention" else self._attention(x, w)
+        if self.f.impl == "moelab" and w["moe"] and h.shape[0] <= norm_router_max_t():
+            # As the engine (MoE.with_norm): the post-attention norm inside the router's launch.
+            x, residual, topk_w, ids = self.f.norm_router(h, residual, w["post_norm"], w["router"])
+            return self.f.experts(x, w["w13"], w["w2"], topk_w, ids, w["shared"]), residual
         x, residual = self.f.add_rmsnorm(h, residual, w["post_norm"])
         return self._mlp(x, w), residual
 
