@@ -1003,6 +1003,10 @@ case "${1:?stage A to G}" in
     run profile 300 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 10 --impl eager,compile,moelab --save
     run gpu-tests 150 python -m pytest tests/profile tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
     ;;
+  DR) # session 22: the MoE, router and engine GPU tests on the final code (the grouped path's OVERLAP is the default
+      # with the 16-row tiles now, under every grouped test of 17..128 tokens a shape)
+    run gpu-tests 420 python -m pytest tests/kernels/test_moe.py tests/kernels/test_moe_custom_op.py tests/kernels/test_router.py tests/engine tests/profile -q -p no:cacheprovider --tb=short -rf -x
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

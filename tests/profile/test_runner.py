@@ -86,8 +86,8 @@ def test_scaled_chain_when_the_model_does_not_fit(fake_meter):
 @pytest.mark.parametrize("batch,fused_max,router", [(1, None, "router+topk"), (2, None, "router+topk"),
                                                     (2, "1", "router.topk")])
 def test_moelab_chain_matches_eager_under_the_interpreter(fake_meter, batch, fused_max, router, monkeypatch):
-    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
-        pytest.skip("needs the Triton interpreter")
+    if os.environ.get("TRITON_INTERPRET") != "1":  # fake_meter profiles on the CPU: the kernels must be interpreted
+        pytest.skip("needs the Triton interpreter (on a GPU machine tests/profile/test_gpu.py runs the real chain)")
     if fused_max is None:
         monkeypatch.delenv("MOELAB_FUSED_ROUTER_MAX_T", raising=False)
     else:
