@@ -975,7 +975,10 @@ case "${1:?stage A to G}" in
       # acquire's); the likely cost where the down GEMM is not only a weight stream (T=4096: 128-row act tiles).
       # OVERLAP_TMA: act by TMA after the acquire and `fence.proxy.async.global`. Predicted: T=4096 back to within
       # -15..+10 us of the plain launches, T=256 -4..+2, T=32/64/1024 as OVERLAP. Then batch 32 end to end (the grouped
-      # path at T=32 in every layer): -0.05..-0.15 ms a token with either, the same tokens.
+      # path at T=32 in every layer): -0.05..-0.15 ms a token with either, the same tokens. Measured
+      # (gpu-session-DN-...T1736.log): plain -> OVERLAP -> OVERLAP_TMA T=32 250.2 -> 247.4 -> 245.8, T=64 283.2 -> 279.8
+      # -> 278.4, T=256 308.9 -> 313.4 -> 310.1, T=1024 376.3 -> 373.7 -> 370.7, T=4096 726.8 -> 771.4 -> 760.5 us;
+      # batch 32 14.41 -> 14.25 -> 14.19 ms, the same tokens. Both on with the 16-row tiles now (GROUPED_OVERLAP).
     run gpu-tests 120 python -m pytest tests/kernels/test_moe.py -k "overlap" -q -p no:cacheprovider --tb=short -rf
     run sweep-overlap 200 python benchmarks/sweep_moe.py --grouped 32,64,256,1024,4096 --grouped-overlap --samples 15 --shapes ""
     run ab-b32 240 python benchmarks/ab_chain.py --batch 32 --rounds 3 --new-tokens 64 --variants base,ov=MOELAB_GROUPED_OVERLAP:1,ovt=MOELAB_GROUPED_OVERLAP:1+MOELAB_GROUPED_OVERLAP_TMA:1
@@ -985,9 +988,12 @@ case "${1:?stage A to G}" in
       # programs normalise the rows themselves (h + residual, 8 KB from L2 each, add_rmsnorm's casting; program 0 stores
       # them and the new residual), so the chain loses one dependent launch per MoE layer (add_rmsnorm_router). Predicted:
       # batch 1 -0.03..-0.06 ms a token (2.37 -> ~2.32), batch 8 -0.02..-0.05; the tokens may differ in bf16 (the sum of
-      # squares reduces in another layout than the norm kernel's). Then the tests of this session's defaults.
-    run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --new-tokens 128 --variants base,nr=MOELAB_NORM_ROUTER:1
-    run ab-b8 150 python benchmarks/ab_chain.py --batch 8 --rounds 3 --new-tokens 64 --variants base,nr=MOELAB_NORM_ROUTER:1
+      # squares reduces in another layout than the norm kernel's). Then the tests of this session's defaults. Measured
+      # (gpu-session-DO-...T1745.log): batch 1 2.364 -> 2.344 ms, batch 8 7.515 -> 7.550 (lost), the bf16 tokens not the
+      # same; the default at batch 1 only now (NORM_ROUTER_MAX_T = 1, MOELAB_NORM_ROUTER_MAX_T), so this A/B's switch
+      # is gone: its nr rows would now be MOELAB_NORM_ROUTER_MAX_T:8.
+    run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --new-tokens 128 --variants base,nr0=MOELAB_NORM_ROUTER_MAX_T:0
+    run ab-b8 150 python benchmarks/ab_chain.py --batch 8 --rounds 3 --new-tokens 64 --variants base,nr8=MOELAB_NORM_ROUTER_MAX_T:8
     run gpu-tests 200 python -m pytest tests/kernels/test_router.py tests/kernels/test_moe.py tests/engine/test_generate.py -k "norm or router or overlap or pairs_runs or two_launches or match_transformers or graph" -q -p no:cacheprovider --tb=short -rf
     ;;
   DP) # session 22: the records on this session's defaults (OVERLAP with the 16-row grouped tiles; the norm inside the
