@@ -78,7 +78,7 @@ def main() -> None:
                     help="with --pairs-two: also phase-1 tiles that fit one wave at T=1 (16 × 512, 16 × 256, 32 × 256)")
     ap.add_argument("--grouped-overlap", action="store_true",
                     help="--grouped: only the default against OVERLAP (the down GEMM polling each token tile's counter, "
-                         "PDL-launched beside gate/up's last wave), with and without a backoff in its wait")
+                         "PDL-launched beside gate/up's last wave), its act rows by pointers and by TMA")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
