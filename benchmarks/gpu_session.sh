@@ -1013,6 +1013,16 @@ case "${1:?stage A to G}" in
       # with the 16-row tiles now, under every grouped test of 17..128 tokens a shape)
     run gpu-tests 420 python -m pytest tests/kernels/test_moe.py tests/kernels/test_moe_custom_op.py tests/kernels/test_router.py tests/engine tests/profile -q -p no:cacheprovider --tb=short -rf -x
     ;;
+  DS) # session 22: with OVERLAP the grouped path at T=17..128 is route, grouping, gate/up, down and the top-k sum; the sum
+      # (3.0 us of advance at T=64 in session 13's trace) is its own launch after the down GEMM. SUM_FUSED
+      # (MOELAB_GROUPED_SUM=1): the down GEMM's programs count each y row's arrival per (token, column block); the last of
+      # a token's valid pairs sums its k rows (from L2) into out, bitwise the sum kernel's order; no shared expert, T <=
+      # 128. sm_90, Triton 3.6: the down GEMM 46 -> 64 registers. Predicted: T=32/64/128 -1.5..-3 us (the launch and
+      # its tail, less the last arrivers' loads), batch 32 -0.05..-0.1 ms a token, the same tokens.
+    run gpu-tests 100 python -m pytest tests/kernels/test_moe.py -k "sum_fused" -q -p no:cacheprovider --tb=short -rf
+    run sweep-sum 90 python benchmarks/sweep_moe.py --grouped 32,64,128 --grouped-sum --samples 15 --shapes ""
+    run ab-b32 120 python benchmarks/ab_chain.py --batch 32 --rounds 3 --new-tokens 64 --variants base,sum=MOELAB_GROUPED_SUM:1
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
