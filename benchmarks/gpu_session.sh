@@ -1018,7 +1018,9 @@ case "${1:?stage A to G}" in
       # (MOELAB_GROUPED_SUM=1): the down GEMM's programs count each y row's arrival per (token, column block); the last of
       # a token's valid pairs sums its k rows (from L2) into out, bitwise the sum kernel's order; no shared expert, T <=
       # 128. sm_90, Triton 3.6: the down GEMM 46 -> 64 registers. Predicted: T=32/64/128 -1.5..-3 us (the launch and
-      # its tail, less the last arrivers' loads), batch 32 -0.05..-0.1 ms a token, the same tokens.
+      # its tail, less the last arrivers' loads), batch 32 -0.05..-0.1 ms a token, the same tokens. Measured
+      # (gpu-session-DS-...T1819.log): wrong in direction, T=32 252.7 -> 261.9, T=64 283.0 -> 291.5, T=128 293.6 -> 302.1
+      # us; batch 32 14.19 -> 14.66 ms (the same tokens). The code (a98e60e) was reverted: this stage no longer runs.
     run gpu-tests 100 python -m pytest tests/kernels/test_moe.py -k "sum_fused" -q -p no:cacheprovider --tb=short -rf
     run sweep-sum 90 python benchmarks/sweep_moe.py --grouped 32,64,128 --grouped-sum --samples 15 --shapes ""
     run ab-b32 120 python benchmarks/ab_chain.py --batch 32 --rounds 3 --new-tokens 64 --variants base,sum=MOELAB_GROUPED_SUM:1

@@ -79,8 +79,6 @@ def main() -> None:
     ap.add_argument("--grouped-overlap", action="store_true",
                     help="--grouped: only the default against OVERLAP (the down GEMM polling each token tile's counter, "
                          "PDL-launched beside gate/up's last wave), its act rows by pointers and by TMA")
-    ap.add_argument("--grouped-sum", action="store_true",
-                    help="--grouped: only the default against SUM_FUSED (the top-k sum in the down GEMM's last arrivers)")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -281,7 +279,7 @@ def main() -> None:
     os.environ.pop("MOELAB_CHAIN_MAX_T", None)  # --chain set it per config; the grouped sweep runs on the default
     os.environ.pop("MOELAB_CNT_STRIDE", None)  # --cnt-stride likewise
     for T in [int(t) for t in a.grouped.split(",") if t]:
-        results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants, a.grouped_overlap, a.grouped_sum))
+        results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants, a.grouped_overlap))
         save(a, ceil, results)
 
 
@@ -305,8 +303,7 @@ def save(a, ceil, results) -> None:
             json.dump(dict(env=timing.env_record(), read_gbps=ceil.read_gbps, results=results), fh, indent=1)
 
 
-def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, overlap: bool = False,
-                  sum_fused: bool = False) -> dict:
+def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, overlap: bool = False) -> dict:
     """Prefill path at Qwen3-30B-A3B shapes: % of the measured bf16 matmul rate (FLOPs = 2·T·k·3·H·I)."""
     E, H, I, k = 128, 2048, 768, 8
     dev, dt = "cuda", torch.bfloat16
@@ -360,10 +357,7 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, overlap: b
         # wave leaves idle, instead of waiting for the whole GEMM to end.
         base = grouped_config(T * k, E, H, I)
         cfgs = [dict(base, OVERLAP=False), dict(base, OVERLAP=True), dict(base, OVERLAP=True, OVERLAP_TMA=True)]
-    if sum_fused:  # session 22: the sum kernel's launch (3.0 us of advance at T=64) folded into the down GEMM
-        base = grouped_config(T * k, E, H, I)
-        cfgs = [dict(base, SUM_FUSED=False), dict(base, SUM_FUSED=True)]
-    if not (overlap or sum_fused):
+    if not overlap:
         cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
     fns, errs = {}, {}
     for i, cfg in enumerate(cfgs):

@@ -349,9 +349,7 @@ SM90_JOBS["router_norm"] = (_module, _kernel, dict(_types, h_ptr="*bf16", res_pt
 # The grouped GEMMs' OVERLAP constexprs (session 22), off in the plain jobs above.
 for _name in [n_ for n_ in SM90_JOBS if n_.startswith(("moe_gate_up", "moe_down"))]:
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
-    _off = dict(OVERLAP=False, CS=1, **({"TRIGGER": False} if "gate_up" in _name else
-                                        {"SPIN_ASM": "", "ACT_TMA": False, "SUM": False, "K_TOP": 1, "K_PAD": 1,
-                                         "T_PAD": 1}))
+    _off = dict(OVERLAP=False, CS=1, **({"TRIGGER": False} if "gate_up" in _name else {"SPIN_ASM": "", "ACT_TMA": False}))
     SM90_JOBS[_name] = (_module, _kernel, _types, dict(_consts, **_off), *_rest)
 # The grouped GEMMs overlapping (OVERLAP, session 22): gate/up releasing the PDL-launched down GEMM and counting its
 # token tiles; the down GEMM polling them, at T=64's tiles (16 × 64, 4 warps, 4 stages, the default options).
@@ -365,10 +363,6 @@ for _name, _job in (("moe_gate_up_overlap", "moe_gate_up_tma"), ("moe_down_overl
                         _rest[0], {"num_warps": 4, "num_stages": 4})
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_down_overlap"]  # its act rows by TMA behind a proxy fence
 SM90_JOBS["moe_down_overlap_tma"] = (_module, _kernel, _types, dict(_consts, ACT_TMA=True), *_rest)
-# ... and with the top-k sum inside it (SUM_FUSED), at T=64's sizes (k=8).
-SM90_JOBS["moe_down_overlap_sum"] = (_module, _kernel, dict(_types, out_ptr="*bf16", ids_ptr="*i32",
-                                                            sum_cnt_ptr="*i32"),
-                                     dict(_consts, ACT_TMA=True, SUM=True, K_TOP=8, K_PAD=8, T_PAD=64), *_rest)
 
 _SM90_SCRIPT = r"""
 import importlib, json, sys

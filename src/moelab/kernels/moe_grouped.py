@@ -250,25 +250,8 @@ def _down_kernel(
     #                                 programs resets its counters (MAX_TILES apart)
     CS: tl.constexpr = 1, SPIN_ASM: tl.constexpr = "",
     ACT_TMA: tl.constexpr = False,  # OVERLAP: the act rows by TMA after the acquire and a generic-to-async proxy fence
-    # SUM: the top-k sum here instead of `_sum_k_kernel` (no shared expert): after storing its y rows, a program counts
-    # each row's arrival on its token's counter for this column block (sum_cnt_ptr, T_TOK × N_HB int32); the last of a
-    # token's valid pairs sums its K_TOP rows in `_sum_k_kernel`'s order (bitwise its output) into out, NaN for a bad
-    # id, and resets the counter. Programs of token tile 0 write NaN rows for tokens with no valid id at all.
-    out_ptr=None, ids_ptr=None, sum_cnt_ptr=None, s_ot=0, T_TOK=0,
-    SUM: tl.constexpr = False, K_TOP: tl.constexpr = 1, K_PAD: tl.constexpr = 1, T_PAD: tl.constexpr = 1,
 ):
     pid_m, pid_n = _tile_pids(H, BLOCK_N, N_FASTEST)
-    if SUM:
-        if pid_m == 0:  # tokens none of whose ids is valid have no pair in any tile: nobody else writes their row
-            offs_t = tl.arange(0, T_PAD)
-            offs_j = tl.arange(0, K_PAD)
-            tk = (offs_t < T_TOK)[:, None] & (offs_j < K_TOP)[None, :]
-            tid = tl.load(ids_ptr + offs_t[:, None] * K_TOP + offs_j[None, :], mask=tk, other=-1)
-            none = (tl.sum(((tid >= 0) & (tid < E) & tk).to(tl.int32), axis=1) == 0) & (offs_t < T_TOK)
-            cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-            tl.store(out_ptr + offs_t[:, None] * s_ot + cols[None, :],
-                     tl.full((T_PAD, BLOCK_N), float("nan"), dtype=out_ptr.dtype.element_ty),
-                     mask=none[:, None] & (cols < H)[None, :])
     # With OVERLAP the grouping (which the gate/up GEMM, a plain launch, followed) and the routing are read without a
     # wait: both ended before the gate/up GEMM began, and this kernel starts only once every gate/up program has.
     total = _ld(cum_tiles_ptr + E - 1, CG=OVERLAP)
@@ -315,26 +298,6 @@ def _down_kernel(
         acc = acc * wt[:, None]
         tl.store(y_ptr + pair[:, None].to(tl.int64) * H + offs_n[None, :], acc.to(y_ptr.dtype.element_ty),
                  mask=mmask[:, None] & nmask[None, :])
-        if SUM:
-            tl.debug_barrier()  # every thread's y stores precede the releases below
-            tok = pair // K_TOP
-            arr = tl.atomic_add(sum_cnt_ptr + tok * N_HB + pid_n, 1, mask=mmask, sem="acq_rel", scope="gpu")
-            offs_j = tl.arange(0, K_PAD)
-            tk = mmask[:, None] & (offs_j < K_TOP)[None, :]
-            tid = tl.load(ids_ptr + tok[:, None] * K_TOP + offs_j[None, :], mask=tk, other=-1)
-            n_valid = tl.sum(((tid >= 0) & (tid < E) & tk).to(tl.int32), axis=1)
-            last = mmask & (arr == n_valid - 1)
-            tl.debug_barrier()  # the acquiring threads' view reaches the threads that load below
-            if tl.sum(last.to(tl.int32), axis=0) > 0:
-                lm = last[:, None] & nmask[None, :]
-                tot = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-                for j in tl.static_range(K_TOP):
-                    tot += tl.load(y_ptr + (tok * K_TOP + j)[:, None].to(tl.int64) * H + offs_n[None, :], mask=lm,
-                                   other=0.0, cache_modifier=".cg").to(tl.float32)
-                tot = tl.where((n_valid < K_TOP)[:, None], float("nan"), tot)
-                tl.store(out_ptr + tok[:, None].to(tl.int64) * s_ot + offs_n[None, :],
-                         tot.to(out_ptr.dtype.element_ty), mask=lm)
-                tl.store(sum_cnt_ptr + tok * N_HB + pid_n, 0, mask=last)
         if OVERLAP:  # every program of this tile has passed its wait once N_HB have arrived here
             tl.debug_barrier()
             arrived = tl.atomic_add(cnt_ptr + (MAX_TILES + pid_m) * CS, 1, sem="acq_rel", scope="gpu")
@@ -413,10 +376,6 @@ def grouped_config(P: int, E: int, H: int, I: int) -> dict:
 # where it lost (T=256, 4096; why is unmeasured) or won once (T=1024, the same config as 4096). The config keys OVERLAP
 # and OVERLAP_TMA, or $MOELAB_GROUPED_OVERLAP / $MOELAB_GROUPED_OVERLAP_TMA (read at launch), choose.
 GROUPED_OVERLAP = 0  # where grouped_config does not say
-# The top-k sum inside the down GEMM (cfg SUM_FUSED, $MOELAB_GROUPED_SUM; see `moe_grouped`), up to SUM_FUSED_MAX_T
-# tokens. Prepared in session 22, not yet measured: off.
-GROUPED_SUM_FUSED = 0
-SUM_FUSED_MAX_T = 128
 
 GROUP_FUSED_MAX_P = 1024  # one program sorts all the pairs: at P=1024 (T=128, k=8) 48 registers (sm_90, Triton 3.6)
 GROUP_CHUNK = 1024  # above it, chunks of this many pairs (the one-program sort's size), scanned by one program
@@ -477,9 +436,8 @@ def group_pairs(ids: torch.Tensor, E: int, bm: int, *, fused: bool, chunk: int |
     return order, start, count, cum_tiles
 
 
-def _experts_pass(x, w13, w2, weights, ids, cfg, out=None) -> torch.Tensor:
-    """y[T·k, H] (fp32, or x's dtype with Y_LOWP): each (token, slot) pair's weighted expert output. With `out` (the
-    SUM_FUSED form, no shared expert) the down GEMM also writes the top-k sums there."""
+def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
+    """y[T·k, H] (fp32, or x's dtype with Y_LOWP): each (token, slot) pair's weighted expert output."""
     T, H = x.shape
     E, I2, _ = w13.shape
     I = I2 // 2
@@ -516,15 +474,7 @@ def _experts_pass(x, w13, w2, weights, ids, cfg, out=None) -> torch.Tensor:
     # overrides the config). Without PDL (the interpreter, MOELAB_PDL=0) the same kernels run in stream order.
     overlap = bool(env_int("MOELAB_GROUPED_OVERLAP", int(cfg.get("OVERLAP", GROUPED_OVERLAP))))
     cs = counter_stride()
-    n_hb = cdiv(H, cfg.get("DOWN", {}).get("BLOCK_N", bn))
-    n_cnt = 2 * max_tiles * cs if overlap else 0
-    cnt = (counters(x.device, n_cnt + (T * n_hb if out is not None else 0), "moe_grouped")
-           if overlap or out is not None else act)  # unused without OVERLAP or SUM
-    if out is None:  # every pointer given (unused), so no launch specialises a None argument
-        sum_args = dict(out_ptr=act, ids_ptr=act, sum_cnt_ptr=act)
-    else:
-        sum_args = dict(out_ptr=out, ids_ptr=ids, sum_cnt_ptr=cnt[n_cnt:], s_ot=out.stride(0), T_TOK=T, SUM=True,
-                        K_TOP=k, K_PAD=next_pow2(k), T_PAD=next_pow2(T))
+    cnt = counters(x.device, 2 * max_tiles * cs, "moe_grouped") if overlap else act  # unused without OVERLAP
     spin = spin_asm(int(cfg.get("SPIN_SLEEP", 0)))
     pdl = {"launch_pdl": True} if overlap and pdl_supported(x.device) else {}
     meta = dict(E_PAD=next_pow2(E), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
@@ -553,8 +503,8 @@ def _experts_pass(x, w13, w2, weights, ids, cfg, out=None) -> torch.Tensor:
         raise ValueError("SPIN_SLEEP > 0 is inline PTX in the down GEMM's wait: the Triton interpreter cannot run it")
     _down_kernel[grid(H, down["BLOCK_N"])](
         act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, act_desc, w2_desc, cnt, H, I, E,
-        w2.stride(0), w2.stride(1), max_tiles, cdiv(I, bn), n_hb, OVERLAP=overlap, CS=cs,
-        SPIN_ASM=spin, ACT_TMA=act_tma, **sum_args, **down, **pdl)
+        w2.stride(0), w2.stride(1), max_tiles, cdiv(I, bn), cdiv(H, down["BLOCK_N"]), OVERLAP=overlap, CS=cs,
+        SPIN_ASM=spin, ACT_TMA=act_tma, **down, **pdl)
     return y
 
 
@@ -593,15 +543,6 @@ def moe_grouped(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, co
     k = topk_ids.shape[1]
     topk_ids = topk_ids.contiguous()  # _group_sort_kernel and _sum_k_kernel index it as [T, k] rows
     cfg = dict(grouped_config(T * k, w13.shape[0], H, w2.shape[2]), **(config or {}))
-    # SUM_FUSED (no shared expert; T ≤ SUM_FUSED_MAX_T, where the [T, k] ids fit one tile): the down GEMM's last
-    # arrivers write the sums; no `_sum_k_kernel` launch. $MOELAB_GROUPED_SUM (read at launch) overrides the config.
-    fuse = (shared is None and T <= SUM_FUSED_MAX_T
-            and bool(env_int("MOELAB_GROUPED_SUM", int(cfg.get("SUM_FUSED", GROUPED_SUM_FUSED)))))
-    if fuse:
-        E = w13.shape[0]  # int32 ids for the kernel's loads; an out-of-range int64 id must not wrap into range
-        ids32 = torch.where((topk_ids >= 0) & (topk_ids < E), topk_ids, -1).to(torch.int32).contiguous()
-        _experts_pass(x, w13, w2, topk_weights, ids32, cfg, out=out)
-        return out
     y = _experts_pass(x, w13, w2, topk_weights, topk_ids, cfg)
     extra = None
     if shared is not None:
