@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from moelab import timing
+from moelab.engine.model import norm_router_max_t
 from moelab.errors import UserError
 from moelab.hardware import Ceilings
 from moelab.models import ModelSpec, decode_step_ops
@@ -261,6 +262,10 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
     if spec.qk_norm == "head":
         notes.append("q/k RMSNorm, RoPE and the KV append run inside decode attention (qk_norm_rope+attention, as the "
                      "engine runs them) and count in attention, not in norms")
+    if with_step and "moelab" in impls and any(spec.moe_layers) and batch <= norm_router_max_t():
+        notes.append(f"moelab's chained step runs the post-attention add + RMSNorm inside the router's launch "
+                     f"(add_rmsnorm_router, as the engine does up to {norm_router_max_t()} rows); the per-op table times "
+                     f"add_rmsnorm and router+topk as two units")
     notes.append("embedding, sampling and Gated DeltaNet projections run torch in the moelab column too; qkv/o/lm_head "
                  "and the router's logits beyond the fused router's rows (8; MOELAB_FUSED_ROUTER_MAX_T) use moelab's "
                  "decode kernel up to 16 tokens, cuBLAS beyond")
