@@ -349,7 +349,7 @@ SM90_JOBS["router_norm"] = (_module, _kernel, dict(_types, h_ptr="*bf16", res_pt
 # The grouped GEMMs' OVERLAP constexprs (session 22), off in the plain jobs above.
 for _name in [n_ for n_ in SM90_JOBS if n_.startswith(("moe_gate_up", "moe_down"))]:
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
-    _off = dict(OVERLAP=False, CS=1, **({"TRIGGER": False} if "gate_up" in _name else {"SPIN_ASM": "", "ACT_TMA": False}))
+    _off = dict(OVERLAP=False, CS=1, **({"TRIGGER": False} if "gate_up" in _name else {"ACT_TMA": False}))
     SM90_JOBS[_name] = (_module, _kernel, _types, dict(_consts, **_off), *_rest)
 # The grouped GEMMs overlapping (OVERLAP, session 22): gate/up releasing the PDL-launched down GEMM and counting its
 # token tiles; the down GEMM polling them, at T=64's tiles (16 × 64, 4 warps, 4 stages, the default options).

@@ -26,7 +26,7 @@ import triton.language as tl
 
 from moelab.kernels import cdiv, counter_stride, counters, env_int, interpreting, next_pow2, pdl_supported
 from moelab.kernels import dot_precision as _prec
-from moelab.kernels.moe_decode import _wait_geq, spin_asm
+from moelab.kernels.moe_decode import _wait_geq
 
 
 @triton.jit
@@ -248,7 +248,7 @@ def _down_kernel(
     OVERLAP: tl.constexpr = False,  # PDL-launched with no hardware wait: poll the token tile's counter (N_GU gate/up
     #                                 column blocks done), the act rows by pointers from L2; the tile's last of N_HB
     #                                 programs resets its counters (MAX_TILES apart)
-    CS: tl.constexpr = 1, SPIN_ASM: tl.constexpr = "",
+    CS: tl.constexpr = 1,
     ACT_TMA: tl.constexpr = False,  # OVERLAP: the act rows by TMA after the acquire and a generic-to-async proxy fence
 ):
     pid_m, pid_n = _tile_pids(H, BLOCK_N, N_FASTEST)
@@ -265,7 +265,7 @@ def _down_kernel(
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         k_end = I
         if OVERLAP:  # the loads below depend on the acquire's result (see _wait_geq)
-            k_end = _wait_geq(cnt_ptr + pid_m * CS, N_GU, I, SPIN_ASM)
+            k_end = _wait_geq(cnt_ptr + pid_m * CS, N_GU, I, "")  # a tight spin (a 256 ns backoff tied, stage DM)
             if ACT_TMA:  # the acquire ordered generic-proxy reads; a TMA load is the async proxy: fence between them
                 k_end = tl.inline_asm_elementwise("{ fence.proxy.async.global; mov.b32 $0, $1; }", "=r,r", [k_end],
                                                   dtype=tl.int32, is_pure=False, pack=1)
@@ -475,7 +475,6 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     overlap = bool(env_int("MOELAB_GROUPED_OVERLAP", int(cfg.get("OVERLAP", GROUPED_OVERLAP))))
     cs = counter_stride()
     cnt = counters(x.device, 2 * max_tiles * cs, "moe_grouped") if overlap else act  # unused without OVERLAP
-    spin = spin_asm(int(cfg.get("SPIN_SLEEP", 0)))
     pdl = {"launch_pdl": True} if overlap and pdl_supported(x.device) else {}
     meta = dict(E_PAD=next_pow2(E), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
                 num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
@@ -499,12 +498,10 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     # only (under the interpreter the pointer form runs, the same numbers).
     act_tma = bool(overlap and tma and not interpreting()
                    and env_int("MOELAB_GROUPED_OVERLAP_TMA", int(cfg.get("OVERLAP_TMA", 0))))
-    if spin and interpreting():
-        raise ValueError("SPIN_SLEEP > 0 is inline PTX in the down GEMM's wait: the Triton interpreter cannot run it")
     _down_kernel[grid(H, down["BLOCK_N"])](
         act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, act_desc, w2_desc, cnt, H, I, E,
         w2.stride(0), w2.stride(1), max_tiles, cdiv(I, bn), cdiv(H, down["BLOCK_N"]), OVERLAP=overlap, CS=cs,
-        SPIN_ASM=spin, ACT_TMA=act_tma, **down, **pdl)
+        ACT_TMA=act_tma, **down, **pdl)
     return y
 
 
