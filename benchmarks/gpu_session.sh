@@ -1025,6 +1025,16 @@ case "${1:?stage A to G}" in
     run sweep-sum 90 python benchmarks/sweep_moe.py --grouped 32,64,128 --grouped-sum --samples 15 --shapes ""
     run ab-b32 120 python benchmarks/ab_chain.py --batch 32 --rounds 3 --new-tokens 64 --variants base,sum=MOELAB_GROUPED_SUM:1
     ;;
+  DT) # session 23: at T >= 1024 each grouped GEMM program holds 147 KB of shared memory, so one fits an SM, and it fills
+      # its pipeline (3 stages) and runs its epilogue (SiLU·mul or the routing weight, the scattered stores) with no
+      # load in flight. PERSIST=1: a program an SM walking the tiles in the 1-D grid's order; FLATTEN (Triton's
+      # tl.range(flatten=True)): one pipelined (tile, K chunk) loop, so the next tile's chunks load during the epilogue.
+      # sm_90, Triton 3.6: 255 registers, no spill, 180 KB of shared memory (one-tile kernels 176/192 registers, 147 KB).
+      # Predicted: T=4096 761 -> 690..730 us (gate/up -20..-40, down -20..-40: its K is 12 chunks, so fill + epilogue are
+      # a larger share), T=1024 -5..-20 us; FLATTEN=False (a loop per tile) within +-10 us of the one-tile kernels.
+    run gpu-tests 200 python -m pytest tests/kernels/test_moe.py -k "persist" -q -p no:cacheprovider --tb=short -rf
+    run sweep-persist 300 python benchmarks/sweep_moe.py --grouped 1024,4096 --grouped-persist --samples 15 --shapes ""
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

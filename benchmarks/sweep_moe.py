@@ -79,6 +79,9 @@ def main() -> None:
     ap.add_argument("--grouped-overlap", action="store_true",
                     help="--grouped: only the default against OVERLAP (the down GEMM polling each token tile's counter, "
                          "PDL-launched beside gate/up's last wave), its act rows by pointers and by TMA")
+    ap.add_argument("--grouped-persist", action="store_true",
+                    help="--grouped: only the default against the persistent GEMMs (PERSIST: a program an SM walking "
+                         "tiles, its loop over (tile, K chunk) flattened or one loop per tile), and their down tiles")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -279,7 +282,7 @@ def main() -> None:
     os.environ.pop("MOELAB_CHAIN_MAX_T", None)  # --chain set it per config; the grouped sweep runs on the default
     os.environ.pop("MOELAB_CNT_STRIDE", None)  # --cnt-stride likewise
     for T in [int(t) for t in a.grouped.split(",") if t]:
-        results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants, a.grouped_overlap))
+        results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants, a.grouped_overlap, a.grouped_persist))
         save(a, ceil, results)
 
 
@@ -303,7 +306,8 @@ def save(a, ceil, results) -> None:
             json.dump(dict(env=timing.env_record(), read_gbps=ceil.read_gbps, results=results), fh, indent=1)
 
 
-def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, overlap: bool = False) -> dict:
+def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, overlap: bool = False,
+                  persist: bool = False) -> dict:
     """Prefill path at Qwen3-30B-A3B shapes: % of the measured bf16 matmul rate (FLOPs = 2·T·k·3·H·I)."""
     E, H, I, k = 128, 2048, 768, 8
     dev, dt = "cuda", torch.bfloat16
@@ -357,7 +361,17 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, overlap: b
         # wave leaves idle, instead of waiting for the whole GEMM to end.
         base = grouped_config(T * k, E, H, I)
         cfgs = [dict(base, OVERLAP=False), dict(base, OVERLAP=True), dict(base, OVERLAP=True, OVERLAP_TMA=True)]
-    if not overlap:
+    if persist:
+        # Session 23: at 147 KB of shared memory one GEMM program fits an SM, and it fills its pipeline and runs its
+        # epilogue with nothing else in flight; persistent programs with one flattened (tile, K chunk) loop request the
+        # next tile's chunks during the epilogue. The WIDE + TMA tiles only (the T >= 1024 default).
+        base = dict(grouped_config(T * k, E, H, I), WIDE=True, TMA=True, N_FASTEST=True, Y_LOWP=True, OVERLAP=False)
+        base.setdefault("DOWN", dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3))
+        cfgs = [base, dict(base, PERSIST=1), dict(base, PERSIST=1, FLATTEN=False),
+                dict(base, PERSIST=1, num_stages=2), dict(base, PERSIST=1, num_stages=4, DOWN=dict(base["DOWN"], num_stages=2)),
+                dict(base, PERSIST=1, DOWN=dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=4)),
+                dict(base, PERSIST=1, DOWN=dict(BLOCK_N=256, BLOCK_K=128, num_warps=8, num_stages=2))]
+    if not (overlap or persist):
         cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
     fns, errs = {}, {}
     for i, cfg in enumerate(cfgs):

@@ -307,6 +307,63 @@ def _down_kernel(
 
 
 @triton.jit
+def _gate_up_persist_kernel(
+    x_ptr, w13_desc, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, act_ptr, H, I, E, K_TOP, s_xt, N_PROGS,
+    E_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PREC: tl.constexpr,
+    FLATTEN: tl.constexpr,
+):
+    """`_gate_up_kernel`'s WIDE + TMA tiles (the prefill default) in N_PROGS persistent programs: program p takes tiles
+    p, p + N_PROGS, … in the 1-D grid's order (N_FASTEST: a token tile's column blocks on consecutive tiles), up to the
+    tiles the grouping made, so no program exits empty. FLATTEN: one software-pipelined loop over (tile, K chunk)
+    (`tl.range(flatten=True)`), so the next tile's first chunks are requested while this tile's epilogue runs (SiLU·mul
+    and the act store, which a program of the one-tile kernel does with nothing in flight: at 147 KB of shared memory
+    one program fits an SM). (Triton 3.6's `warp_specialize` on this loop compiled to the same sm_90 code: not offered.) Napkin math as `_gate_up_kernel`: at T=4096 ~2,300 tiles of 2·128·128·2048·2 FLOPs
+    (134 MFLOP, ~21 µs at a 132nd of the bf16 rate), each over 128 + 256 rows of 4 KB (1.5 MB, most of it from L2)."""
+    nb = tl.cdiv(I, BLOCK_N)
+    n_tiles = tl.load(cum_tiles_ptr + E - 1) * nb
+    for t in tl.range(tl.program_id(0), n_tiles, N_PROGS, flatten=FLATTEN):
+        pid_m = t // nb
+        pid_n = t - pid_m * nb
+        e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
+        tok = tl.load(order_ptr + seg + offs_m, mask=mmask, other=0) // K_TOP
+        act = _gate_up_wide(x_ptr, x_ptr, w13_desc, e, tok, mmask, pid_n, H, I, s_xt, 0,
+                            BLOCK_M, BLOCK_N, BLOCK_K, PREC, True)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        rows = seg + offs_m
+        tl.store(act_ptr + rows[:, None].to(tl.int64) * I + offs_n[None, :], act.to(act_ptr.dtype.element_ty),
+                 mask=mmask[:, None] & (offs_n < I)[None, :])
+
+
+@triton.jit
+def _down_persist_kernel(
+    act_desc, w2_desc, tw_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, y_ptr, H, I, E, N_PROGS,
+    E_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PREC: tl.constexpr,
+    FLATTEN: tl.constexpr,
+):
+    """`_down_kernel`'s TMA tiles in N_PROGS persistent programs, as `_gate_up_persist_kernel`. Its K is I (12 chunks
+    of 64 at Qwen3-30B-A3B), so a one-tile program spends a larger share on filling its pipeline and on its epilogue
+    (the routing weight, the scattered y rows) than gate/up's 32 chunks: FLATTEN overlaps them with the next tile's
+    loads. Napkin math at T=4096: ~3,000 tiles (256 columns) of 128·256·768·2 FLOPs (50 MFLOP), 128 + 256 rows of
+    1.5 KB each."""
+    nb = tl.cdiv(H, BLOCK_N)
+    n_tiles = tl.load(cum_tiles_ptr + E - 1) * nb
+    for t in tl.range(tl.program_id(0), n_tiles, N_PROGS, flatten=FLATTEN):
+        pid_m = t // nb
+        pid_n = t - pid_m * nb
+        e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
+        pair = tl.load(order_ptr + seg + offs_m, mask=mmask, other=0)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, I, BLOCK_K):
+            a = act_desc.load([seg + m0, k0])
+            w = tl.trans(w2_desc.load([e * H + pid_n * BLOCK_N, k0]))
+            acc = tl.dot(a, w, acc, input_precision=PREC)
+        wt = tl.load(tw_ptr + pair, mask=mmask, other=0.0).to(tl.float32)
+        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        tl.store(y_ptr + pair[:, None].to(tl.int64) * H + offs_n[None, :], (acc * wt[:, None]).to(y_ptr.dtype.element_ty),
+                 mask=mmask[:, None] & (offs_n < H)[None, :])
+
+
+@triton.jit
 def _sum_k_kernel(y_ptr, extra_ptr, ids_ptr, out_ptr, H, E, s_ot, K_TOP: tl.constexpr, K_PAD: tl.constexpr,
                   HAS_EXTRA: tl.constexpr, BLOCK: tl.constexpr):
     """out[t] = Σ_j y[t·k + j] (+ the shared expert's row) in a fixed order; NaN for a token with an out-of-range id
@@ -483,6 +540,17 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     def grid(n: int, block_n: int) -> tuple[int, ...]:
         return (max_tiles * cdiv(n, block_n),) if n_fast else (max_tiles, cdiv(n, block_n))
 
+    # PERSIST = n: both GEMMs in n programs an SM, each walking tiles (`_gate_up_persist_kernel`); the WIDE + TMA form
+    # only ($MOELAB_GROUPED_PERSIST, read at launch, overrides the config; FLATTEN=False: a loop per tile).
+    persist = env_int("MOELAB_GROUPED_PERSIST", int(cfg.get("PERSIST", 0)))
+    if persist:
+        if overlap or not (cfg.get("WIDE", False) and cfg.get("WIDE_TMA", True) and n_fast):
+            raise ValueError("grouped config PERSIST: the persistent GEMMs take the WIDE + TMA + N_FASTEST tiles "
+                             "without OVERLAP")
+        if tma:
+            return _persist_pass(x, w13_desc, w2, weights, order, start, count, cum_tiles, act, y, k, max_tiles,
+                                 persist, cfg, meta)
+        # without TMA (unaligned or non-contiguous weights) the one-tile kernels below run: the same numbers
     # WIDE_TMA=False keeps WIDE's weights on pointer loads (session 11's form) while the down GEMM takes TMA.
     gate_up = dict(meta, TMA=tma and cfg.get("WIDE_TMA", True)) if cfg.get("WIDE", False) else meta
     _gate_up_kernel[grid(I, bn)](
@@ -502,6 +570,31 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
         act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, act_desc, w2_desc, cnt, H, I, E,
         w2.stride(0), w2.stride(1), max_tiles, cdiv(I, bn), cdiv(H, down["BLOCK_N"]), OVERLAP=overlap, CS=cs,
         ACT_TMA=act_tma, **down, **pdl)
+    return y
+
+
+def _persist_pass(x, w13_desc, w2, weights, order, start, count, cum_tiles, act, y, k, max_tiles, persist, cfg,
+                  meta) -> torch.Tensor:
+    """The two GEMMs of `_experts_pass` as persistent kernels, min(tiles, persist · SMs) programs each: y."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from moelab.kernels.attention import sm_count
+    E, H, I = w2.shape
+    common = dict(E_PAD=meta["E_PAD"], BLOCK_M=meta["BLOCK_M"], PREC=meta["PREC"],
+                  FLATTEN=bool(cfg.get("FLATTEN", True)))
+    n_sm = persist * sm_count(x.device)
+    bn, bk = meta["BLOCK_N"], meta["BLOCK_K"]
+    n_gu = min(max_tiles * cdiv(I, bn), n_sm)
+    _gate_up_persist_kernel[(n_gu,)](x, w13_desc, order, start, count, cum_tiles, act, H, I, E, k, x.stride(0), n_gu,
+                                     BLOCK_N=bn, BLOCK_K=bk, num_warps=meta["num_warps"],
+                                     num_stages=meta["num_stages"], **common)
+    down = dict(BLOCK_N=bn, BLOCK_K=bk, num_warps=meta["num_warps"], num_stages=meta["num_stages"])
+    down.update(cfg.get("DOWN", {}))
+    w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [down["BLOCK_N"], down["BLOCK_K"]])
+    act_desc = TensorDescriptor.from_tensor(act, [meta["BLOCK_M"], down["BLOCK_K"]])
+    n_dn = min(max_tiles * cdiv(H, down["BLOCK_N"]), n_sm)
+    _down_persist_kernel[(n_dn,)](act_desc, w2_desc, weights.reshape(-1).contiguous(), order, start, count, cum_tiles,
+                                  y, H, I, E, n_dn, **down, **common)
     return y
 
 
