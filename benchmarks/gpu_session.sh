@@ -1035,6 +1035,16 @@ case "${1:?stage A to G}" in
     run gpu-tests 200 python -m pytest tests/kernels/test_moe.py -k "persist" -q -p no:cacheprovider --tb=short -rf
     run sweep-persist 300 python benchmarks/sweep_moe.py --grouped 1024,4096 --grouped-persist --samples 15 --shapes ""
     ;;
+  DU) # session 23: DT measured (gpu-session-DT-...T1857.log) PERSIST: T=1024 376.5 -> 369.3 us (FLATTEN=False 383.4),
+      # T=4096 740.6 -> 749.9 (+-20-30 us spreads; FLATTEN=False 755.8): the epilogues are not where T=4096 loses. At
+      # T=4096 each expert has ~256 pairs, so its last 128-row tile is on average half padding: ~20 % of the MMA rows.
+      # HALF: an expert's last tile with at most 64 rows runs as a 64-row tile in the same launch (both GEMMs; sm_90,
+      # Triton 3.6: the same 147 KB of shared memory, 178/193 registers against 176/192, both wgmma paths).
+      # Predicted: T=4096 -20..-50 us (compute-bound: ~10 % fewer MMA rows), T=2048 -5..-25, T=1024 within +-5 (the
+      # weights' stream bounds it). Bitwise the full tiles (GPU tests at T=1024 and 4096).
+    run gpu-tests 200 python -m pytest tests/kernels/test_moe.py -k "persist or half" -q -p no:cacheprovider --tb=short -rf
+    run sweep-half 300 python benchmarks/sweep_moe.py --grouped 1024,2048,4096 --grouped-persist --samples 15 --shapes ""
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -81,7 +81,7 @@ def main() -> None:
                          "PDL-launched beside gate/up's last wave), its act rows by pointers and by TMA")
     ap.add_argument("--grouped-persist", action="store_true",
                     help="--grouped: only the default against the persistent GEMMs (PERSIST: a program an SM walking "
-                         "tiles, its loop over (tile, K chunk) flattened or one loop per tile), and their down tiles")
+                         "tiles, its loop over (tile, K chunk) flattened or one loop per tile) and the half tiles (HALF)")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -367,10 +367,11 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, overlap: b
         # next tile's chunks during the epilogue. The WIDE + TMA tiles only (the T >= 1024 default).
         base = dict(grouped_config(T * k, E, H, I), WIDE=True, TMA=True, N_FASTEST=True, Y_LOWP=True, OVERLAP=False)
         base.setdefault("DOWN", dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3))
-        cfgs = [base, dict(base, PERSIST=1), dict(base, PERSIST=1, FLATTEN=False),
-                dict(base, PERSIST=1, num_stages=2), dict(base, PERSIST=1, num_stages=4, DOWN=dict(base["DOWN"], num_stages=2)),
-                dict(base, PERSIST=1, DOWN=dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=4)),
-                dict(base, PERSIST=1, DOWN=dict(BLOCK_N=256, BLOCK_K=128, num_warps=8, num_stages=2))]
+        # HALF (stage DU): an expert's last tile with at most 64 of its 128 rows as a 64-row tile, in the same launch.
+        base = dict(base, HALF=False)
+        cfgs = [base, dict(base, PERSIST=1), dict(base, PERSIST=1, FLATTEN=False), dict(base, HALF=True),
+                dict(base, HALF=True, DOWN=dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=4)),
+                dict(base, HALF=True, num_stages=4, DOWN=dict(base["DOWN"], num_stages=4))]
     if not (overlap or persist):
         cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
     fns, errs = {}, {}

@@ -273,6 +273,45 @@ def test_grouped_persist_is_bitwise_the_one_tile_kernels(monkeypatch, T, E, H, I
         moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(cfg, WIDE=False))
 
 
+@pytest.mark.parametrize("T,E,H,I,k,dtype,cfg", [
+    (40, 6, 88, 48, 3, torch.float16, dict(BLOCK_M=32, BLOCK_N=16, BLOCK_K=32, num_warps=4, num_stages=2)),
+    (48, 5, 56, 32, 2, torch.float32, dict(BLOCK_M=32, BLOCK_N=16, BLOCK_K=32, num_warps=4, num_stages=2,
+                                           DOWN=dict(BLOCK_N=32, BLOCK_K=16, num_warps=4, num_stages=2))),
+    (1024, 128, 2048, 768, 8, torch.bfloat16, {}), (4096, 128, 2048, 768, 8, torch.bfloat16, {})])
+def test_grouped_half_tiles(monkeypatch, T, E, H, I, k, dtype, cfg):
+    """HALF (an expert's last tile with at most BLOCK_M / 2 rows multiplied as a half tile, in both GEMMs): the same
+    rows, K order and sums, so the full tiles' output, with a shared expert and a bad id (its token NaN) — bitwise in
+    fp16 on the CPU and in bf16 on a GPU; fp32 under the interpreter within 1e-6 (numpy's fp32 matmul blocks by
+    shape). The CPU sizes give experts with ≤ 16, 17..32 and > 32 rows. HALF outside WIDE + TMA or below 32-row tiles
+    is a ValueError naming it."""
+    from moelab.kernels.moe_grouped import moe_grouped
+    if dtype == torch.bfloat16 and not CUDA:
+        pytest.skip("bf16 at Qwen3-30B-A3B's shapes: a CUDA GPU (the interpreter has no bf16 dot)")
+    monkeypatch.delenv("MOELAB_GROUPED_HALF", raising=False)
+    x, w13, w2, w, ids, sh = make(T, E, H, I, k, dtype, seed=T + 2, shared=(24, True) if T < 100 else None)
+    ids[-1, 0] = E - 1
+    if T < 100:  # one expert with a single pair, one with exactly a half tile's worth
+        ids[:, :] = torch.arange(1, k + 1).repeat(T, 1) % E
+        ids[0, 0], ids[1:17, 0] = 0, E - 1
+    cfg = dict(cfg, WIDE=True, TMA=True, N_FASTEST=True, Y_LOWP=True, OVERLAP=False)
+    plain = moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=cfg)
+    assert rel(plain, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[dtype]
+
+    def same(got):
+        return torch.equal(got, plain) if dtype != torch.float32 else rel(got, plain) <= 1e-6
+
+    assert same(moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(cfg, HALF=True)))
+    monkeypatch.setenv("MOELAB_GROUPED_HALF", "1")  # the A/B switch, read at launch, over the config
+    assert same(moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=cfg))
+    bad = ids.clone()
+    bad[1, 0] = E
+    got = moe_grouped(x, w13, w2, w, bad, sh, out=poisoned(T, H, dtype), config=cfg)
+    assert got.isnan().any(1).nonzero().flatten().tolist() == [1]
+    for wrong in (dict(WIDE=False), dict(BLOCK_M=16)):
+        with pytest.raises(ValueError, match="HALF"):
+            moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(cfg, **wrong))
+
+
 def test_grouped_persist_compiles_for_sm90(sm90):
     """sm_90 PTX of the persistent GEMMs at the T=4096 tiles, flattened: wgmma on tiles that come by TMA, and the x
     rows of gate/up gathered by cp.async (pointers)."""

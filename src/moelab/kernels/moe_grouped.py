@@ -156,12 +156,21 @@ def _gate_up_kernel(
     #                                 the down GEMM, which polls them
     CS: tl.constexpr = 1,
     TRIGGER: tl.constexpr = False,  # release the PDL-launched down GEMM as each program starts
+    HALF: tl.constexpr = False,  # WIDE + TMA: an expert's last tile with at most BLOCK_M / 2 rows as a half tile
 ):
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
     pid_m, pid_n = _tile_pids(I, BLOCK_N, N_FASTEST)
     total = tl.load(cum_tiles_ptr + E - 1)
-    if pid_m < total:
+    if HALF and pid_m < total:
+        e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
+        if tl.load(count_ptr + e) - m0 <= BLOCK_M // 2:
+            _gate_up_rows(x_ptr, w13_desc, order_ptr, count_ptr, act_ptr, e, seg, m0, pid_n, H, I, K_TOP, s_xt,
+                          BLOCK_M // 2, BLOCK_N, BLOCK_K, PREC)
+        else:
+            _gate_up_rows(x_ptr, w13_desc, order_ptr, count_ptr, act_ptr, e, seg, m0, pid_n, H, I, K_TOP, s_xt,
+                          BLOCK_M, BLOCK_N, BLOCK_K, PREC)
+    elif pid_m < total:
         e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
         pair = tl.load(order_ptr + seg + offs_m, mask=mmask, other=0)
         tok = pair // K_TOP
@@ -199,6 +208,21 @@ def _gate_up_kernel(
         if OVERLAP:
             tl.debug_barrier()  # every thread's stores precede the release
             tl.atomic_add(cnt_ptr + pid_m * CS, 1, sem="release", scope="gpu")
+
+
+@triton.jit
+def _gate_up_rows(x_ptr, w13_desc, order_ptr, count_ptr, act_ptr, e, seg, m0, pid_n, H, I, K_TOP, s_xt,
+                  ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PREC: tl.constexpr):
+    """A WIDE + TMA tile of ROWS token rows (HALF: BLOCK_M, or BLOCK_M / 2 for an expert's last tile that has at most
+    that many), the act rows stored."""
+    offs_m = m0 + tl.arange(0, ROWS)
+    mmask = offs_m < tl.load(count_ptr + e)
+    tok = tl.load(order_ptr + seg + offs_m, mask=mmask, other=0) // K_TOP
+    act = _gate_up_wide(x_ptr, x_ptr, w13_desc, e, tok, mmask, pid_n, H, I, s_xt, 0, ROWS, BLOCK_N, BLOCK_K, PREC, True)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows = seg + offs_m
+    tl.store(act_ptr + rows[:, None].to(tl.int64) * I + offs_n[None, :], act.to(act_ptr.dtype.element_ty),
+             mask=mmask[:, None] & (offs_n < I)[None, :])
 
 
 @triton.jit
@@ -250,8 +274,20 @@ def _down_kernel(
     #                                 programs resets its counters (MAX_TILES apart)
     CS: tl.constexpr = 1,
     ACT_TMA: tl.constexpr = False,  # OVERLAP: the act rows by TMA after the acquire and a generic-to-async proxy fence
+    HALF: tl.constexpr = False,  # TMA: an expert's last tile with at most BLOCK_M / 2 rows as a half tile (act_half)
+    act_half=None,  # HALF: act's descriptor with BLOCK_M / 2-row boxes
 ):
     pid_m, pid_n = _tile_pids(H, BLOCK_N, N_FASTEST)
+    if HALF:
+        if pid_m < tl.load(cum_tiles_ptr + E - 1):
+            e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
+            if tl.load(count_ptr + e) - m0 <= BLOCK_M // 2:
+                _down_rows(act_half, w2_desc, tw_ptr, order_ptr, count_ptr, y_ptr, e, seg, m0, pid_n, H, I,
+                           BLOCK_M // 2, BLOCK_N, BLOCK_K, PREC)
+            else:
+                _down_rows(act_desc, w2_desc, tw_ptr, order_ptr, count_ptr, y_ptr, e, seg, m0, pid_n, H, I,
+                           BLOCK_M, BLOCK_N, BLOCK_K, PREC)
+        return
     # With OVERLAP the grouping (which the gate/up GEMM, a plain launch, followed) and the routing are read without a
     # wait: both ended before the gate/up GEMM began, and this kernel starts only once every gate/up program has.
     total = _ld(cum_tiles_ptr + E - 1, CG=OVERLAP)
@@ -317,21 +353,17 @@ def _gate_up_persist_kernel(
     tiles the grouping made, so no program exits empty. FLATTEN: one software-pipelined loop over (tile, K chunk)
     (`tl.range(flatten=True)`), so the next tile's first chunks are requested while this tile's epilogue runs (SiLU·mul
     and the act store, which a program of the one-tile kernel does with nothing in flight: at 147 KB of shared memory
-    one program fits an SM). (Triton 3.6's `warp_specialize` on this loop compiled to the same sm_90 code: not offered.) Napkin math as `_gate_up_kernel`: at T=4096 ~2,300 tiles of 2·128·128·2048·2 FLOPs
-    (134 MFLOP, ~21 µs at a 132nd of the bf16 rate), each over 128 + 256 rows of 4 KB (1.5 MB, most of it from L2)."""
+    one program fits an SM). (Triton 3.6's `warp_specialize` on this loop compiled to the same sm_90 code: not offered.)
+    Napkin math as `_gate_up_kernel`: at T=4096 ~2,300 tiles of 2·128·256·2048 FLOPs (134 MFLOP, ~22 µs at a 132nd of
+    the bf16 rate), each over 128 + 256 rows of 4 KB (1.5 MB, most of it from L2)."""
     nb = tl.cdiv(I, BLOCK_N)
     n_tiles = tl.load(cum_tiles_ptr + E - 1) * nb
     for t in tl.range(tl.program_id(0), n_tiles, N_PROGS, flatten=FLATTEN):
         pid_m = t // nb
         pid_n = t - pid_m * nb
         e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
-        tok = tl.load(order_ptr + seg + offs_m, mask=mmask, other=0) // K_TOP
-        act = _gate_up_wide(x_ptr, x_ptr, w13_desc, e, tok, mmask, pid_n, H, I, s_xt, 0,
-                            BLOCK_M, BLOCK_N, BLOCK_K, PREC, True)
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        rows = seg + offs_m
-        tl.store(act_ptr + rows[:, None].to(tl.int64) * I + offs_n[None, :], act.to(act_ptr.dtype.element_ty),
-                 mask=mmask[:, None] & (offs_n < I)[None, :])
+        _gate_up_rows(x_ptr, w13_desc, order_ptr, count_ptr, act_ptr, e, seg, m0, pid_n, H, I, K_TOP, s_xt,
+                      BLOCK_M, BLOCK_N, BLOCK_K, PREC)
 
 
 @triton.jit
@@ -351,16 +383,26 @@ def _down_persist_kernel(
         pid_m = t // nb
         pid_n = t - pid_m * nb
         e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
-        pair = tl.load(order_ptr + seg + offs_m, mask=mmask, other=0)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k0 in range(0, I, BLOCK_K):
-            a = act_desc.load([seg + m0, k0])
-            w = tl.trans(w2_desc.load([e * H + pid_n * BLOCK_N, k0]))
-            acc = tl.dot(a, w, acc, input_precision=PREC)
-        wt = tl.load(tw_ptr + pair, mask=mmask, other=0.0).to(tl.float32)
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        tl.store(y_ptr + pair[:, None].to(tl.int64) * H + offs_n[None, :], (acc * wt[:, None]).to(y_ptr.dtype.element_ty),
-                 mask=mmask[:, None] & (offs_n < H)[None, :])
+        _down_rows(act_desc, w2_desc, tw_ptr, order_ptr, count_ptr, y_ptr, e, seg, m0, pid_n, H, I,
+                   BLOCK_M, BLOCK_N, BLOCK_K, PREC)
+
+
+@triton.jit
+def _down_rows(act_desc, w2_desc, tw_ptr, order_ptr, count_ptr, y_ptr, e, seg, m0, pid_n, H, I,
+               ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PREC: tl.constexpr):
+    """A TMA down tile of ROWS token rows (act_desc's boxes are ROWS × BLOCK_K), weighted and stored as y rows."""
+    offs_m = m0 + tl.arange(0, ROWS)
+    mmask = offs_m < tl.load(count_ptr + e)
+    pair = tl.load(order_ptr + seg + offs_m, mask=mmask, other=0)
+    acc = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, I, BLOCK_K):
+        a = act_desc.load([seg + m0, k0])
+        w = tl.trans(w2_desc.load([e * H + pid_n * BLOCK_N, k0]))
+        acc = tl.dot(a, w, acc, input_precision=PREC)
+    wt = tl.load(tw_ptr + pair, mask=mmask, other=0.0).to(tl.float32)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    y = (acc * wt[:, None]).to(y_ptr.dtype.element_ty)
+    tl.store(y_ptr + pair[:, None].to(tl.int64) * H + offs_n[None, :], y, mask=mmask[:, None] & (offs_n < H)[None, :])
 
 
 @triton.jit
@@ -553,9 +595,17 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
         # without TMA (unaligned or non-contiguous weights) the one-tile kernels below run: the same numbers
     # WIDE_TMA=False keeps WIDE's weights on pointer loads (session 11's form) while the down GEMM takes TMA.
     gate_up = dict(meta, TMA=tma and cfg.get("WIDE_TMA", True)) if cfg.get("WIDE", False) else meta
+    # HALF: an expert's last tile with at most BLOCK_M / 2 rows runs as a half tile in both GEMMs (WIDE + TMA only;
+    # $MOELAB_GROUPED_HALF, read at launch, overrides the config). Without TMA the full tiles run: the same numbers.
+    half = bool(env_int("MOELAB_GROUPED_HALF", int(cfg.get("HALF", 0))))
+    if half and (overlap or bm < 32 or not (cfg.get("WIDE", False) and cfg.get("WIDE_TMA", True))):
+        raise ValueError("grouped config HALF: the half tiles take WIDE + TMA tiles of 32 rows or more (a dot needs 16), "
+                         "without OVERLAP")
+    half = half and tma
     _gate_up_kernel[grid(I, bn)](
         x, w13, order, start, count, cum_tiles, act, w13_desc, cnt, H, I, E, k, x.stride(0), w13.stride(0),
-        w13.stride(1), WIDE=bool(cfg.get("WIDE", False)), OVERLAP=overlap, CS=cs, TRIGGER=bool(pdl), **gate_up)
+        w13.stride(1), WIDE=bool(cfg.get("WIDE", False)), OVERLAP=overlap, CS=cs, TRIGGER=bool(pdl), HALF=half,
+        **gate_up)
     # The down GEMM (K = I, short: 12 chunks of 64 at Qwen3-30B-A3B) may take its own column tiles and pipeline:
     # cfg["DOWN"] = {BLOCK_N, BLOCK_K, num_warps, num_stages}; the token tiles are the grouping's.
     down = dict(meta, **cfg.get("DOWN", {}))
@@ -569,7 +619,8 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     _down_kernel[grid(H, down["BLOCK_N"])](
         act, w2, weights.reshape(-1).contiguous(), order, start, count, cum_tiles, y, act_desc, w2_desc, cnt, H, I, E,
         w2.stride(0), w2.stride(1), max_tiles, cdiv(I, bn), cdiv(H, down["BLOCK_N"]), OVERLAP=overlap, CS=cs,
-        ACT_TMA=act_tma, **down, **pdl)
+        ACT_TMA=act_tma, HALF=half, act_half=(TensorDescriptor.from_tensor(act, [bm // 2, down["BLOCK_K"]]) if half
+                                              else None), **down, **pdl)
     return y
 
 
