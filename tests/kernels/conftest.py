@@ -349,7 +349,8 @@ SM90_JOBS["router_norm"] = (_module, _kernel, dict(_types, h_ptr="*bf16", res_pt
 # The grouped GEMMs' OVERLAP constexprs (session 22), off in the plain jobs above.
 for _name in [n_ for n_ in SM90_JOBS if n_.startswith(("moe_gate_up", "moe_down"))]:
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
-    _off = dict(OVERLAP=False, CS=1, **({"TRIGGER": False} if "gate_up" in _name else {"ACT_TMA": False}))
+    _off = dict(OVERLAP=False, CS=1, HALF=False,
+                **({"TRIGGER": False} if "gate_up" in _name else {"ACT_TMA": False, "act_half": None}))
     SM90_JOBS[_name] = (_module, _kernel, _types, dict(_consts, **_off), *_rest)
 # The grouped GEMMs overlapping (OVERLAP, session 22): gate/up releasing the PDL-launched down GEMM and counting its
 # token tiles; the down GEMM polling them, at T=64's tiles (16 × 64, 4 warps, 4 stages, the default options).
@@ -376,6 +377,12 @@ SM90_JOBS["moe_down_persist"] = (
      "order_ptr": "*i32", "start_ptr": "*i32", "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "y_ptr": "*bf16"},
     {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "PREC": "tf32", "FLATTEN": True},
     ["y_ptr", "H", "I"], {"num_warps": 8, "num_stages": 3})
+# The half tiles (HALF, session 23) in the T=4096 one-tile GEMMs: a 64-row path beside the 128-row one.
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_gate_up_wide_tma"]
+SM90_JOBS["moe_gate_up_half"] = (_module, _kernel, _types, dict(_consts, HALF=True), *_rest)
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_down_tma256"]
+SM90_JOBS["moe_down_half"] = (_module, _kernel, dict(_types, act_half="tensordesc<bf16[64, 64]>"),
+                              {**{k_: v_ for k_, v_ in _consts.items() if k_ != "act_half"}, "HALF": True}, *_rest)
 
 _SM90_SCRIPT = r"""
 import importlib, json, sys

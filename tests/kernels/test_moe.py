@@ -322,6 +322,16 @@ def test_grouped_persist_compiles_for_sm90(sm90):
     assert "cp.async.cg" in sm90["moe_gate_up_persist"]["ptx"]
 
 
+def test_grouped_half_compiles_for_sm90(sm90):
+    """sm_90 PTX of the T=4096 GEMMs with HALF: twice the wgmma of the full tiles alone (a 64-row path beside the
+    128-row one), the tiles still by TMA."""
+    for half, full in (("moe_gate_up_half", "moe_gate_up_wide_tma"), ("moe_down_half", "moe_down_tma256")):
+        assert "error" not in sm90[half], (half, sm90[half].get("error"))
+        n_half, n_full = (sm90[j]["ptx"].count("wgmma.mma_async") for j in (half, full))
+        assert n_full > 0 and n_half == 2 * n_full, (half, n_half, n_full)
+        assert "cp.async.bulk.tensor" in sm90[half]["ptx"]
+
+
 def test_grouped_down_tiles_of_its_own():
     """cfg["DOWN"]: the down GEMM on other column tiles and K chunks than the gate/up GEMM, by TMA and by pointers."""
     from moelab.kernels.moe_grouped import moe_grouped

@@ -162,15 +162,17 @@ def _gate_up_kernel(
         tl.extra.cuda.gdc_launch_dependents()
     pid_m, pid_n = _tile_pids(I, BLOCK_N, N_FASTEST)
     total = tl.load(cum_tiles_ptr + E - 1)
-    if HALF and pid_m < total:
-        e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
-        if tl.load(count_ptr + e) - m0 <= BLOCK_M // 2:
-            _gate_up_rows(x_ptr, w13_desc, order_ptr, count_ptr, act_ptr, e, seg, m0, pid_n, H, I, K_TOP, s_xt,
-                          BLOCK_M // 2, BLOCK_N, BLOCK_K, PREC)
-        else:
-            _gate_up_rows(x_ptr, w13_desc, order_ptr, count_ptr, act_ptr, e, seg, m0, pid_n, H, I, K_TOP, s_xt,
-                          BLOCK_M, BLOCK_N, BLOCK_K, PREC)
-    elif pid_m < total:
+    if HALF:
+        if pid_m < total:
+            e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
+            if tl.load(count_ptr + e) - m0 <= BLOCK_M // 2:
+                _gate_up_rows(x_ptr, w13_desc, order_ptr, count_ptr, act_ptr, e, seg, m0, pid_n, H, I, K_TOP, s_xt,
+                              BLOCK_M // 2, BLOCK_N, BLOCK_K, PREC)
+            else:
+                _gate_up_rows(x_ptr, w13_desc, order_ptr, count_ptr, act_ptr, e, seg, m0, pid_n, H, I, K_TOP, s_xt,
+                              BLOCK_M, BLOCK_N, BLOCK_K, PREC)
+        return
+    if pid_m < total:
         e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
         pair = tl.load(order_ptr + seg + offs_m, mask=mmask, other=0)
         tok = pair // K_TOP
