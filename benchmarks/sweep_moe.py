@@ -369,9 +369,10 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, overlap: b
         base.setdefault("DOWN", dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3))
         # HALF (stage DU): an expert's last tile with at most 64 of its 128 rows as a 64-row tile, in the same launch.
         base = dict(base, HALF=False)
-        cfgs = [base, dict(base, PERSIST=1), dict(base, PERSIST=1, FLATTEN=False), dict(base, HALF=True),
-                dict(base, HALF=True, DOWN=dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=4)),
-                dict(base, HALF=True, num_stages=4, DOWN=dict(base["DOWN"], num_stages=4))]
+        # Stage DV: 4 stages in both GEMMs with and without HALF, to split DU's win between the two.
+        four = dict(num_stages=4, DOWN=dict(base["DOWN"], num_stages=4))
+        cfgs = [base, dict(base, PERSIST=1), dict(base, HALF=True), dict(base, **four), dict(base, HALF=True, **four),
+                dict(base, HALF=True, num_stages=4), dict(base, HALF=True, DOWN=dict(base["DOWN"], num_stages=4))]
     if not (overlap or persist):
         cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
     fns, errs = {}, {}
