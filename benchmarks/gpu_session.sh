@@ -1045,7 +1045,7 @@ case "${1:?stage A to G}" in
     run gpu-tests 200 python -m pytest tests/kernels/test_moe.py -k "persist or half" -q -p no:cacheprovider --tb=short -rf
     run sweep-half 300 python benchmarks/sweep_moe.py --grouped 1024,2048,4096 --grouped-persist --samples 15 --shapes ""
     ;;
-  DV) # session 23: DU measured (gpu-session-DU-...T1920.log) HALF with 4 stages in both GEMMs: T=1024 384.3 -> 355.8 us,
+  DV) # session 23: DU measured (gpu-session-DU-...T1910.log) HALF with 4 stages in both GEMMs: T=1024 384.3 -> 355.8 us,
       # T=2048 488.9 -> 445.9, T=4096 743.3 -> 729.9 (its passes 700/759 against 720/766: the T=4096 passes drift by
       # 40-60 us, first to second, in every row); HALF on 3 stages 368.6 / 474.3 / 742.5; PERSIST lost at 2048 and 4096
       # again. Which of HALF and the 4th stage won? Predicted: 4 stages alone -15..-30 us at 1024 and 2048, HALF -5..-15
