@@ -1052,6 +1052,17 @@ case "${1:?stage A to G}" in
       # more there; T=4096 all within its drift. Then bench moe at 1024/2048/4096 with each switch, as the bench times.
     run sweep-stages 300 python benchmarks/sweep_moe.py --grouped 1024,2048,4096 --grouped-persist --samples 25 --shapes ""
     ;;
+  DW) # session 23: DV measured (gpu-session-DV-...T1911.log; 3 stages -> HALF -> 4 stages -> HALF on 4): T=1024 384.8 ->
+      # 371.9 -> 369.9 -> 358.4 us, T=2048 490.6 -> 480.6 -> 477.3 -> 457.7, T=4096 748.2 -> 772.9 -> 871.3 -> 744.4
+      # (drifting passes). HALF on 4 stages is now the default at P >= 8192; the persistent GEMMs are removed. Here: the
+      # GPU tests on the new default, the kernels of one layer at T=1024 and 4096 with HALF on and off (trace_moe), and
+      # the bench record. Predicted: trace T=4096 gate/up -20..-40 us with HALF (10 % fewer MMA rows, if compute-bound),
+      # down -5..-15; bench T=1024 ~360 us, T=4096 within +-20 us of 761 (session 22's record).
+    run gpu-tests 300 python -m pytest tests/kernels/test_moe.py -k "grouped or half" -q -p no:cacheprovider --tb=short -rf
+    run trace-half 120 python benchmarks/trace_moe.py --tokens 1024,4096 --calls 4
+    MOELAB_GROUPED_HALF=0 run trace-full 120 python benchmarks/trace_moe.py --tokens 1024,4096 --calls 4
+    run bench-moe 150 python -m moelab bench moe --tokens 1024,2048,4096 --samples 10 --save
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -79,9 +79,9 @@ def main() -> None:
     ap.add_argument("--grouped-overlap", action="store_true",
                     help="--grouped: only the default against OVERLAP (the down GEMM polling each token tile's counter, "
                          "PDL-launched beside gate/up's last wave), its act rows by pointers and by TMA")
-    ap.add_argument("--grouped-persist", action="store_true",
-                    help="--grouped: only the default against the persistent GEMMs (PERSIST: a program an SM walking "
-                         "tiles, its loop over (tile, K chunk) flattened or one loop per tile) and the half tiles (HALF)")
+    ap.add_argument("--grouped-half", action="store_true",
+                    help="--grouped: the WIDE tiles (T >= 1024) with and without HALF (an expert's last tile with at "
+                         "most half its rows as a half tile) on 3 and 4 stages")
     ap.add_argument("--tma", action="store_true",
                     help="decode mode, T > 1: also every census config above with its weight tiles by tensor "
                          "descriptor")
@@ -282,7 +282,7 @@ def main() -> None:
     os.environ.pop("MOELAB_CHAIN_MAX_T", None)  # --chain set it per config; the grouped sweep runs on the default
     os.environ.pop("MOELAB_CNT_STRIDE", None)  # --cnt-stride likewise
     for T in [int(t) for t in a.grouped.split(",") if t]:
-        results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants, a.grouped_overlap, a.grouped_persist))
+        results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants, a.grouped_overlap, a.grouped_half))
         save(a, ceil, results)
 
 
@@ -307,7 +307,7 @@ def save(a, ceil, results) -> None:
 
 
 def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, overlap: bool = False,
-                  persist: bool = False) -> dict:
+                  half: bool = False) -> dict:
     """Prefill path at Qwen3-30B-A3B shapes: % of the measured bf16 matmul rate (FLOPs = 2·T·k·3·H·I)."""
     E, H, I, k = 128, 2048, 768, 8
     dev, dt = "cuda", torch.bfloat16
@@ -361,19 +361,14 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, overlap: b
         # wave leaves idle, instead of waiting for the whole GEMM to end.
         base = grouped_config(T * k, E, H, I)
         cfgs = [dict(base, OVERLAP=False), dict(base, OVERLAP=True), dict(base, OVERLAP=True, OVERLAP_TMA=True)]
-    if persist:
-        # Session 23: at 147 KB of shared memory one GEMM program fits an SM, and it fills its pipeline and runs its
-        # epilogue with nothing else in flight; persistent programs with one flattened (tile, K chunk) loop request the
-        # next tile's chunks during the epilogue. The WIDE + TMA tiles only (the T >= 1024 default).
+    if half:
+        # Session 23 (stages DT-DV): at T >= 1024 an expert's last 128-row tile is on average half padding; HALF runs it
+        # as a 64-row tile when it has at most 64 rows. 3 against 4 stages in each GEMM, with and without it.
         base = dict(grouped_config(T * k, E, H, I), WIDE=True, TMA=True, N_FASTEST=True, Y_LOWP=True, OVERLAP=False)
-        base.setdefault("DOWN", dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3))
-        # HALF (stage DU): an expert's last tile with at most 64 of its 128 rows as a 64-row tile, in the same launch.
-        base = dict(base, HALF=False)
-        # Stage DV: 4 stages in both GEMMs with and without HALF, to split DU's win between the two.
-        four = dict(num_stages=4, DOWN=dict(base["DOWN"], num_stages=4))
-        cfgs = [base, dict(base, PERSIST=1), dict(base, HALF=True), dict(base, **four), dict(base, HALF=True, **four),
-                dict(base, HALF=True, num_stages=4), dict(base, HALF=True, DOWN=dict(base["DOWN"], num_stages=4))]
-    if not (overlap or persist):
+        down = dict(BLOCK_N=256, BLOCK_K=64, num_warps=8)
+        cfgs = [dict(base, HALF=h, num_stages=g, DOWN=dict(down, num_stages=d_))
+                for h in (False, True) for g, d_ in ((3, 3), (4, 4), (4, 3), (3, 4))]
+    if not (overlap or half):
         cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
     fns, errs = {}, {}
     for i, cfg in enumerate(cfgs):

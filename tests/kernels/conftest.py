@@ -364,19 +364,6 @@ for _name, _job in (("moe_gate_up_overlap", "moe_gate_up_tma"), ("moe_down_overl
                         _rest[0], {"num_warps": 4, "num_stages": 4})
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_down_overlap"]  # its act rows by TMA behind a proxy fence
 SM90_JOBS["moe_down_overlap_tma"] = (_module, _kernel, _types, dict(_consts, ACT_TMA=True), *_rest)
-# The persistent grouped GEMMs (PERSIST, session 23) at the T=4096 tiles, their (tile, K chunk) loop flattened.
-SM90_JOBS["moe_gate_up_persist"] = (
-    "moe_grouped", "_gate_up_persist_kernel",
-    {"x_ptr": "*bf16", "w13_desc": "tensordesc<bf16[2, 128, 64]>", "order_ptr": "*i32", "start_ptr": "*i32",
-     "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "act_ptr": "*bf16"},
-    {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "PREC": "tf32", "FLATTEN": True},
-    ["x_ptr", "act_ptr", "H", "I", "s_xt"], {"num_warps": 8, "num_stages": 3})
-SM90_JOBS["moe_down_persist"] = (
-    "moe_grouped", "_down_persist_kernel",
-    {"act_desc": "tensordesc<bf16[128, 64]>", "w2_desc": "tensordesc<bf16[256, 64]>", "tw_ptr": "*fp32",
-     "order_ptr": "*i32", "start_ptr": "*i32", "count_ptr": "*i32", "cum_tiles_ptr": "*i32", "y_ptr": "*bf16"},
-    {"E_PAD": 128, "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "PREC": "tf32", "FLATTEN": True},
-    ["y_ptr", "H", "I"], {"num_warps": 8, "num_stages": 3})
 # The half tiles (HALF, session 23) in the T=4096 one-tile GEMMs: a 64-row path beside the 128-row one.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_gate_up_wide_tma"]
 SM90_JOBS["moe_gate_up_half"] = (_module, _kernel, _types, dict(_consts, HALF=True), *_rest)

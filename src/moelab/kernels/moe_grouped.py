@@ -345,51 +345,6 @@ def _down_kernel(
 
 
 @triton.jit
-def _gate_up_persist_kernel(
-    x_ptr, w13_desc, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, act_ptr, H, I, E, K_TOP, s_xt, N_PROGS,
-    E_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PREC: tl.constexpr,
-    FLATTEN: tl.constexpr,
-):
-    """`_gate_up_kernel`'s WIDE + TMA tiles (the prefill default) in N_PROGS persistent programs: program p takes tiles
-    p, p + N_PROGS, … in the 1-D grid's order (N_FASTEST: a token tile's column blocks on consecutive tiles), up to the
-    tiles the grouping made, so no program exits empty. FLATTEN: one software-pipelined loop over (tile, K chunk)
-    (`tl.range(flatten=True)`), so the next tile's first chunks are requested while this tile's epilogue runs (SiLU·mul
-    and the act store, which a program of the one-tile kernel does with nothing in flight: at 147 KB of shared memory
-    one program fits an SM). (Triton 3.6's `warp_specialize` on this loop compiled to the same sm_90 code: not offered.)
-    Napkin math as `_gate_up_kernel`: at T=4096 ~2,300 tiles of 2·128·256·2048 FLOPs (134 MFLOP, ~22 µs at a 132nd of
-    the bf16 rate), each over 128 + 256 rows of 4 KB (1.5 MB, most of it from L2)."""
-    nb = tl.cdiv(I, BLOCK_N)
-    n_tiles = tl.load(cum_tiles_ptr + E - 1) * nb
-    for t in tl.range(tl.program_id(0), n_tiles, N_PROGS, flatten=FLATTEN):
-        pid_m = t // nb
-        pid_n = t - pid_m * nb
-        e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
-        _gate_up_rows(x_ptr, w13_desc, order_ptr, count_ptr, act_ptr, e, seg, m0, pid_n, H, I, K_TOP, s_xt,
-                      BLOCK_M, BLOCK_N, BLOCK_K, PREC)
-
-
-@triton.jit
-def _down_persist_kernel(
-    act_desc, w2_desc, tw_ptr, order_ptr, start_ptr, count_ptr, cum_tiles_ptr, y_ptr, H, I, E, N_PROGS,
-    E_PAD: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PREC: tl.constexpr,
-    FLATTEN: tl.constexpr,
-):
-    """`_down_kernel`'s TMA tiles in N_PROGS persistent programs, as `_gate_up_persist_kernel`. Its K is I (12 chunks
-    of 64 at Qwen3-30B-A3B), so a one-tile program spends a larger share on filling its pipeline and on its epilogue
-    (the routing weight, the scattered y rows) than gate/up's 32 chunks: FLATTEN overlaps them with the next tile's
-    loads. Napkin math at T=4096: ~3,000 tiles (256 columns) of 128·256·768·2 FLOPs (50 MFLOP), 128 + 256 rows of
-    1.5 KB each."""
-    nb = tl.cdiv(H, BLOCK_N)
-    n_tiles = tl.load(cum_tiles_ptr + E - 1) * nb
-    for t in tl.range(tl.program_id(0), n_tiles, N_PROGS, flatten=FLATTEN):
-        pid_m = t // nb
-        pid_n = t - pid_m * nb
-        e, seg, m0, offs_m, mmask = _tile_rows(pid_m, cum_tiles_ptr, start_ptr, count_ptr, E, E_PAD, BLOCK_M)
-        _down_rows(act_desc, w2_desc, tw_ptr, order_ptr, count_ptr, y_ptr, e, seg, m0, pid_n, H, I,
-                   BLOCK_M, BLOCK_N, BLOCK_K, PREC)
-
-
-@triton.jit
 def _down_rows(act_desc, w2_desc, tw_ptr, order_ptr, count_ptr, y_ptr, e, seg, m0, pid_n, H, I,
                ROWS: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PREC: tl.constexpr):
     """A TMA down tile of ROWS token rows (act_desc's boxes are ROWS × BLOCK_K), weighted and stored as y rows."""
@@ -445,7 +400,8 @@ def grouped_config(P: int, E: int, H: int, I: int) -> dict:
         options 32 × 64 beat it, 313 against 318 µs (8 to 16 pairs an expert: 32-row tiles from P > 8·E to 16·E);
         there, too, the down GEMM's own 128-column tiles tied (314) and the one-launch sort at 2048 pairs lost
         (325: one program's 2048-element sort is slower than the chunked grouping's three launches; a828a66);
-      T=4096 (32k pairs) 128 × 128, 8 warps, 3 stages, the options: 859 µs (1,110 without, on 4 stages).
+      T=4096 (32k pairs) 128 × 128, 8 warps, 3 stages, the options: 859 µs (1,110 without, on 4 stages); with WIDE
+        (session 12) 733-738; HALF on 4 stages since session 23 (T=1024 −26, 2048 −33 µs; 4096 a tie: GROUPED_HALF).
     Each expert's last rows in a second launch of each GEMM with 32/64-row tiles (session 17: at T=4096 ~20 % of the
     128-row tiles' MMA rows are padding) lost at every T: 4096 734 → 804-816 µs, 1024 384 → 389-398, 256 (16-row
     tails of 32-row tiles) 318 → 342 (sweep-moe-grouped-tail-…T1156; code in 3dd96ea). A tail tile still streams its
@@ -453,9 +409,9 @@ def grouped_config(P: int, E: int, H: int, I: int) -> dict:
     again) is no longer hidden under the compute-bound full tiles.
     """
     opts = dict(N_FASTEST=True, Y_LOWP=True, TMA=True)
-    if P >= 8192:
-        return dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3, WIDE=True,
-                    DOWN=dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3), **opts)
+    if P >= 8192:  # HALF on 4 stages since session 23 (see GROUPED_HALF)
+        return dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=4, WIDE=True, HALF=True,
+                    DOWN=dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=4), **opts)
     if P <= 8 * E:  # the down GEMM overlapping gate/up's last wave, its act rows by TMA (see GROUPED_OVERLAP)
         return dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=4, OVERLAP=True, OVERLAP_TMA=True,
                     **opts)
@@ -477,6 +433,19 @@ def grouped_config(P: int, E: int, H: int, I: int) -> dict:
 # where it lost (T=256, 4096; why is unmeasured) or won once (T=1024, the same config as 4096). The config keys OVERLAP
 # and OVERLAP_TMA, or $MOELAB_GROUPED_OVERLAP / $MOELAB_GROUPED_OVERLAP_TMA (read at launch), choose.
 GROUPED_OVERLAP = 0  # where grouped_config does not say
+
+# HALF: an expert's last token tile with at most BLOCK_M / 2 rows multiplied as a half tile in the same launch (a
+# 64-row path beside the 128-row one in each GEMM: the same shared memory, +2 registers), bitwise the full tiles'
+# output. At T=1024 an expert has ~64 pairs, at 2048 ~128, at 4096 ~256: its last 128-row tile is about half padding.
+# H200, session 23, Qwen3-30B-A3B, sweep_moe.py --grouped-half (two passes; 3 stages both GEMMs → HALF → 4 stages →
+# HALF on 4 stages, µs):
+#   T=1024 384.8 → 371.9 → 369.9 → 358.4  (sweep-moe-grouped-stages-…T1911; DU: 384.3 → 368.6, HALF on 4: 355.8)
+#   T=2048 490.6 → 480.6 → 477.3 → 457.7  (DU: 488.9 → 474.3, 445.9)
+#   T=4096 748.2 → 772.9 → 871.3 → 744.4  (DU: 743.3 → 742.5, 729.9; at T=4096 the passes drift 40-60 µs apart, so a
+#                                           tie: HALF does not buy its ~10 % fewer MMA rows there, for a reason unmeasured)
+# The default for the WIDE tiles (P ≥ 8192); the config key HALF or $MOELAB_GROUPED_HALF (read at launch) chooses.
+# Tried beside it and removed (f31db59): both GEMMs persistent, a program an SM walking the tiles with the (tile,
+# K chunk) loop flattened so the next tile loads during the epilogue: T=1024 −6..−7 µs, T=2048 0..+11, T=4096 +9..+72.
 
 GROUP_FUSED_MAX_P = 1024  # one program sorts all the pairs: at P=1024 (T=128, k=8) 48 registers (sm_90, Triton 3.6)
 GROUP_CHUNK = 1024  # above it, chunks of this many pairs (the one-program sort's size), scanned by one program
@@ -584,23 +553,12 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     def grid(n: int, block_n: int) -> tuple[int, ...]:
         return (max_tiles * cdiv(n, block_n),) if n_fast else (max_tiles, cdiv(n, block_n))
 
-    # PERSIST = n: both GEMMs in n programs an SM, each walking tiles (`_gate_up_persist_kernel`); the WIDE + TMA form
-    # only ($MOELAB_GROUPED_PERSIST, read at launch, overrides the config; FLATTEN=False: a loop per tile).
-    persist = env_int("MOELAB_GROUPED_PERSIST", int(cfg.get("PERSIST", 0)))
-    if persist:
-        if overlap or not (cfg.get("WIDE", False) and cfg.get("WIDE_TMA", True) and n_fast):
-            raise ValueError("grouped config PERSIST: the persistent GEMMs take the WIDE + TMA + N_FASTEST tiles "
-                             "without OVERLAP")
-        if tma:
-            return _persist_pass(x, w13_desc, w2, weights, order, start, count, cum_tiles, act, y, k, max_tiles,
-                                 persist, cfg, meta)
-        # without TMA (unaligned or non-contiguous weights) the one-tile kernels below run: the same numbers
     # WIDE_TMA=False keeps WIDE's weights on pointer loads (session 11's form) while the down GEMM takes TMA.
     gate_up = dict(meta, TMA=tma and cfg.get("WIDE_TMA", True)) if cfg.get("WIDE", False) else meta
     # HALF: an expert's last tile with at most BLOCK_M / 2 rows runs as a half tile in both GEMMs (WIDE + TMA only;
     # $MOELAB_GROUPED_HALF, read at launch, overrides the config). Without TMA the full tiles run: the same numbers.
     half = bool(env_int("MOELAB_GROUPED_HALF", int(cfg.get("HALF", 0))))
-    if half and (overlap or bm < 32 or not (cfg.get("WIDE", False) and cfg.get("WIDE_TMA", True))):
+    if half and not _half_fits(cfg, overlap):
         raise ValueError("grouped config HALF: the half tiles take WIDE + TMA tiles of 32 rows or more (a dot needs 16), "
                          "without OVERLAP")
     half = half and tma
@@ -626,29 +584,19 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     return y
 
 
-def _persist_pass(x, w13_desc, w2, weights, order, start, count, cum_tiles, act, y, k, max_tiles, persist, cfg,
-                  meta) -> torch.Tensor:
-    """The two GEMMs of `_experts_pass` as persistent kernels, min(tiles, persist · SMs) programs each: y."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
+def _half_fits(cfg: dict, overlap: bool) -> bool:
+    """Whether cfg's tiles can take HALF: WIDE + TMA tiles of 32 rows or more (a half tile's dot needs 16), no OVERLAP."""
+    return (not overlap and cfg.get("BLOCK_M", 64) >= 32 and bool(cfg.get("WIDE", False))
+            and bool(cfg.get("WIDE_TMA", True)))
 
-    from moelab.kernels.attention import sm_count
-    E, H, I = w2.shape
-    common = dict(E_PAD=meta["E_PAD"], BLOCK_M=meta["BLOCK_M"], PREC=meta["PREC"],
-                  FLATTEN=bool(cfg.get("FLATTEN", True)))
-    n_sm = persist * sm_count(x.device)
-    bn, bk = meta["BLOCK_N"], meta["BLOCK_K"]
-    n_gu = min(max_tiles * cdiv(I, bn), n_sm)
-    _gate_up_persist_kernel[(n_gu,)](x, w13_desc, order, start, count, cum_tiles, act, H, I, E, k, x.stride(0), n_gu,
-                                     BLOCK_N=bn, BLOCK_K=bk, num_warps=meta["num_warps"],
-                                     num_stages=meta["num_stages"], **common)
-    down = dict(BLOCK_N=bn, BLOCK_K=bk, num_warps=meta["num_warps"], num_stages=meta["num_stages"])
-    down.update(cfg.get("DOWN", {}))
-    w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [down["BLOCK_N"], down["BLOCK_K"]])
-    act_desc = TensorDescriptor.from_tensor(act, [meta["BLOCK_M"], down["BLOCK_K"]])
-    n_dn = min(max_tiles * cdiv(H, down["BLOCK_N"]), n_sm)
-    _down_persist_kernel[(n_dn,)](act_desc, w2_desc, weights.reshape(-1).contiguous(), order, start, count, cum_tiles,
-                                  y, H, I, E, n_dn, **down, **common)
-    return y
+
+def _merged(default: dict, config: dict | None) -> dict:
+    """grouped_config's choice with the caller's keys over it; the default's HALF is dropped where the caller's tiles
+    cannot take it (asked for by the caller or $MOELAB_GROUPED_HALF, it is a ValueError at launch instead)."""
+    cfg = dict(default, **(config or {}))
+    if "HALF" not in (config or {}) and not _half_fits(cfg, bool(cfg.get("OVERLAP", GROUPED_OVERLAP))):
+        cfg["HALF"] = False
+    return cfg
 
 
 def _tma_ok(x, w13, w2, act) -> bool:
@@ -685,7 +633,7 @@ def moe_grouped(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, co
     T, H = x.shape
     k = topk_ids.shape[1]
     topk_ids = topk_ids.contiguous()  # _group_sort_kernel and _sum_k_kernel index it as [T, k] rows
-    cfg = dict(grouped_config(T * k, w13.shape[0], H, w2.shape[2]), **(config or {}))
+    cfg = _merged(grouped_config(T * k, w13.shape[0], H, w2.shape[2]), config)
     y = _experts_pass(x, w13, w2, topk_weights, topk_ids, cfg)
     extra = None
     if shared is not None:
@@ -694,7 +642,7 @@ def moe_grouped(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, co
         gate = (torch.sigmoid(x.float() @ sgate.float().t()) if sgate is not None
                 else torch.ones(T, 1, dtype=torch.float32, device=x.device))
         # Its own tiles: T pairs on one expert (the routed experts' small tiles would stream its weight ⌈T/16⌉ times).
-        scfg = dict(grouped_config(T, 1, H, sw2.shape[1]), **(config or {}))
+        scfg = _merged(grouped_config(T, 1, H, sw2.shape[1]), config)
         extra = _experts_pass(x, sw13[None], sw2[None], gate, torch.zeros(T, 1, dtype=torch.int32, device=x.device),
                               scfg)
     BLOCK = 1024
