@@ -1063,6 +1063,16 @@ case "${1:?stage A to G}" in
     MOELAB_GROUPED_HALF=0 run trace-full 120 python benchmarks/trace_moe.py --tokens 1024,4096 --calls 4
     run bench-moe 150 python -m moelab bench moe --tokens 1024,2048,4096 --samples 10 --save
     ;;
+  DX) # session 23: DW measured (gpu-session-DW-...T1916.log) HALF in the trace: T=4096 688.4 -> 661.7 us a layer (gate/up
+      # 396 -> 376, down 236 -> 227: as predicted), T=1024 363.1 -> 353.2; bench moe T=1024 349.6, 2048 430.4, T=4096
+      # 732.2 us (53.4 %, IQR 61 us; 761 in session 22's record). Its GPU tests: the T=4096 OVERLAP test met the default's
+      # HALF under $MOELAB_GROUPED_OVERLAP (fixed: the default's HALF is "auto"). Here: those tests again; the grouping's
+      # chunks (the place step sorts a 1024-pair chunk in one program: 6.3-6.7 us). Predicted: chunks of 256 at T=256
+      # -2..-4 us; at T=64 the chunked form loses to the one-launch sort (+1..+3); T=1024 -1..-3.
+    run gpu-tests 300 python -m pytest tests/kernels/test_moe.py -k "overlap_is_bitwise or half" -q -p no:cacheprovider --tb=short -rf
+    run trace 90 python benchmarks/trace_moe.py --tokens 64,256 --calls 4
+    run sweep-chunk 200 python benchmarks/sweep_moe.py --grouped 64,256,1024 --grouped-chunk --samples 15 --shapes ""
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

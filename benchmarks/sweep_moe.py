@@ -79,6 +79,9 @@ def main() -> None:
     ap.add_argument("--grouped-overlap", action="store_true",
                     help="--grouped: only the default against OVERLAP (the down GEMM polling each token tile's counter, "
                          "PDL-launched beside gate/up's last wave), its act rows by pointers and by TMA")
+    ap.add_argument("--grouped-chunk", action="store_true",
+                    help="--grouped: the default grouping against the chunked one over 128/256/512-pair chunks (more "
+                         "programs, each sorting fewer keys)")
     ap.add_argument("--grouped-half", action="store_true",
                     help="--grouped: the WIDE tiles (T >= 1024) with and without HALF (an expert's last tile with at "
                          "most half its rows as a half tile) on 3 and 4 stages")
@@ -282,7 +285,7 @@ def main() -> None:
     os.environ.pop("MOELAB_CHAIN_MAX_T", None)  # --chain set it per config; the grouped sweep runs on the default
     os.environ.pop("MOELAB_CNT_STRIDE", None)  # --cnt-stride likewise
     for T in [int(t) for t in a.grouped.split(",") if t]:
-        results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants, a.grouped_overlap, a.grouped_half))
+        results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants, a.grouped_overlap, a.grouped_half, a.grouped_chunk))
         save(a, ceil, results)
 
 
@@ -307,7 +310,7 @@ def save(a, ceil, results) -> None:
 
 
 def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, overlap: bool = False,
-                  half: bool = False) -> dict:
+                  half: bool = False, chunk: bool = False) -> dict:
     """Prefill path at Qwen3-30B-A3B shapes: % of the measured bf16 matmul rate (FLOPs = 2·T·k·3·H·I)."""
     E, H, I, k = 128, 2048, 768, 8
     dev, dt = "cuda", torch.bfloat16
@@ -368,7 +371,12 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, overlap: b
         down = dict(BLOCK_N=256, BLOCK_K=64, num_warps=8)
         cfgs = [dict(base, HALF=h, num_stages=g, DOWN=dict(down, num_stages=d_))
                 for h in (False, True) for g, d_ in ((3, 3), (4, 4), (4, 3), (3, 4))]
-    if not (overlap or half):
+    if chunk:
+        # Session 23: the chunked grouping's place step sorts each 1024-pair chunk in one program (6.3 µs of T=256's
+        # layer in trace-moe-…T191916's T=1024 run, 6.7 at 4096); smaller chunks, more programs, shorter sorts.
+        base = grouped_config(T * k, E, H, I)
+        cfgs = [base] + [dict(base, GROUP_FUSED=True, GROUP_CHUNK=c_) for c_ in (128, 256, 512)]
+    if not (overlap or half or chunk):
         cfgs.append(dict(BLOCK_M=128, GEMM="grouped_mm"))  # PyTorch's grouped GEMM for the same pass, side by side
     fns, errs = {}, {}
     for i, cfg in enumerate(cfgs):

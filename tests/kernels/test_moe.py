@@ -278,12 +278,19 @@ def test_grouped_half_tiles(monkeypatch, T, E, H, I, k, dtype, cfg):
         with pytest.raises(ValueError, match="HALF"):
             moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(cfg, HALF=True, **wrong))
     monkeypatch.delenv("MOELAB_GROUPED_HALF")
-    # The default's HALF (T >= 1024) gives way to a caller's tiles that cannot take it: no error, the full tiles.
-    from moelab.kernels.moe_grouped import grouped_config
-    assert grouped_config(8192, 128, 2048, 768)["HALF"]
+    # The default's HALF (T >= 1024) gives way to tiles that cannot take it (a caller's, or the OVERLAP switch): no
+    # error, the full tiles.
+    from moelab.kernels import moe_grouped as mg
+    assert mg.grouped_config(8192, 128, 2048, 768)["HALF"]
     if dtype == torch.bfloat16:
         narrow = moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(WIDE=False))
         assert rel(narrow, plain) <= TOL[dtype]
+    else:  # the CPU sizes, with a default that asks for HALF as the T >= 1024 one does
+        default = {k_: v_ for k_, v_ in dict(cfg, HALF=True).items()}
+        monkeypatch.setattr(mg, "grouped_config", lambda *a_: dict(default))
+        assert same(moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype)))  # HALF taken: the same sums
+        monkeypatch.setenv("MOELAB_GROUPED_OVERLAP", "1")
+        assert torch.equal(moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype)), plain)
 
 
 def test_grouped_half_compiles_for_sm90(sm90):

@@ -20,6 +20,8 @@ Steps (no host synchronisation, so it can be graph-captured):
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -557,7 +559,10 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     gate_up = dict(meta, TMA=tma and cfg.get("WIDE_TMA", True)) if cfg.get("WIDE", False) else meta
     # HALF: an expert's last tile with at most BLOCK_M / 2 rows runs as a half tile in both GEMMs (WIDE + TMA only;
     # $MOELAB_GROUPED_HALF, read at launch, overrides the config). Without TMA the full tiles run: the same numbers.
-    half = bool(env_int("MOELAB_GROUPED_HALF", int(cfg.get("HALF", 0))))
+    # HALF "auto" (grouped_config's choice, not the caller's): wherever the tiles can take it.
+    asked = cfg.get("HALF", False)
+    half = (_half_fits(cfg, overlap) if asked == "auto" and "MOELAB_GROUPED_HALF" not in os.environ
+            else bool(env_int("MOELAB_GROUPED_HALF", int(bool(asked)))))
     if half and not _half_fits(cfg, overlap):
         raise ValueError("grouped config HALF: the half tiles take WIDE + TMA tiles of 32 rows or more (a dot needs 16), "
                          "without OVERLAP")
@@ -591,11 +596,12 @@ def _half_fits(cfg: dict, overlap: bool) -> bool:
 
 
 def _merged(default: dict, config: dict | None) -> dict:
-    """grouped_config's choice with the caller's keys over it; the default's HALF is dropped where the caller's tiles
-    cannot take it (asked for by the caller or $MOELAB_GROUPED_HALF, it is a ValueError at launch instead)."""
+    """grouped_config's choice with the caller's keys over it. The default's HALF becomes "auto": taken wherever the
+    launch's tiles allow it (a caller's tiles, or $MOELAB_GROUPED_OVERLAP, may not); asked for by the caller or by
+    $MOELAB_GROUPED_HALF where they do not, it is a ValueError at launch."""
     cfg = dict(default, **(config or {}))
-    if "HALF" not in (config or {}) and not _half_fits(cfg, bool(cfg.get("OVERLAP", GROUPED_OVERLAP))):
-        cfg["HALF"] = False
+    if "HALF" not in (config or {}) and cfg.get("HALF"):
+        cfg["HALF"] = "auto"
     return cfg
 
 
