@@ -154,7 +154,9 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
                 ("kernel replayed in a CUDA graph", c["graph_kernel_us"], "µs", "")]
         out += [f"### Measured ceilings (`moelab hw`)\n\n{_env_line(r['env'])} — `{name}`\n",
                 _md_table(["ceiling", "value", "unit", "how"], rows), ""]
-    benches = _newest(recs, "bench-moe", key=lambda r: (r.get("model"), r.get("tp"), r.get("shape", {}).get("shared_I")))
+    # A run of prefill sizes only (no T below 32) does not displace the newest run that has the decode sizes.
+    benches = _newest(recs, "bench-moe", key=lambda r: (r.get("model"), r.get("tp"), r.get("shape", {}).get("shared_I"),
+                                                        min((x.get("T", 0) for x in r.get("rows", [])), default=0) >= 32))
     if benches:
         out.append("### One MoE layer, routing included (`moelab bench moe`)\n")
         out.append("µs per call, median; graph = CUDA-graph replay, host = launched from Python. Floor = distinct "

@@ -460,7 +460,7 @@ def test_chunked_grouping_equals_torch(T, E, k, bm, chunk):
     from moelab.kernels.moe_grouped import group_pairs
     g = torch.Generator().manual_seed(T * 5 + E)
     ids = torch.randint(0, E, (T, k), generator=g, dtype=torch.int32).to(DEV)
-    if chunk is None:  # the default chunk, over GROUP_FUSED_MAX_P: 1,600 pairs in two chunks of 1024
+    if chunk is None:  # the default chunk, over GROUP_FUSED_MAX_P: 1,600 pairs in four chunks of 512
         assert T * k > 1024
     for got, want in zip(group_pairs(ids, E, bm, fused=True, chunk=chunk), group_pairs(ids, E, bm, fused=False)):
         assert torch.equal(got, want)
@@ -483,9 +483,9 @@ def test_chunked_grouping_equals_torch(T, E, k, bm, chunk):
 
 
 def test_group_chunk_sizes():
-    """Chunks of 1024 pairs while the scan's [chunks, E_PAD] tile fits, larger beyond, none (torch) past 4096."""
+    """Chunks of 512 pairs while the scan's [chunks, E_PAD] tile fits, larger beyond, none (torch) past 4096."""
     from moelab.kernels.moe_grouped import group_chunk
-    assert group_chunk(4096 * 8, 128) == 1024 and group_chunk(16384 * 8, 128) == 1024
+    assert group_chunk(4096 * 8, 128) == 512 and group_chunk(16384 * 8, 128) == 1024
     assert group_chunk(16384 * 8, 256) == 2048 and group_chunk(1 << 22, 256) == 0
 
 

@@ -10,7 +10,7 @@ Steps (no host synchronisation, so it can be graph-captured):
      launches (sort, casts, scatter_add, cumsums: counted with torch.profiler on the CPU), each ~2 µs of a
      graph-replayed step at batch 32 (48 layers: ~1 ms of 17.9); `_group_sort_kernel` does it in one launch of one
      program (P ≤ GROUP_FUSED_MAX_P; batch 32 18.2 → 16.1 ms per token in a first form), with the same order;
-     above that in three, over chunks of 1024 pairs (`_group_count_kernel`, `_group_scan_kernel`,
+     above that in three, over chunks of 512 pairs (`_group_count_kernel`, `_group_scan_kernel`,
      `_group_place_kernel`);
   2. `_gate_up_kernel`: per (tile, block of I) gathers its tokens' rows of x, multiplies by the
      expert's gate and up rows on tensor cores, SiLU(gate)·up in the epilogue → act[sorted pair, I];
@@ -119,7 +119,7 @@ def _group_place_kernel(ids_ptr, off_ptr, order_ptr, P, E, CHUNK: tl.constexpr, 
     """Step 3: chunk c's pairs sorted by (expert, pair) — keys e · CHUNK + local index, unique, so the sort is
     stable — and each written to order[off[c, e] + its position among the sorted keys]. An out-of-range id sorts
     after every valid key and is placed nowhere, as in `_group_sort_kernel`.
-    Napkin math at T=4096, k=8 (32 chunks of 1024): 128 KB of ids read twice, 128 KB of order written; the torch ops
+    Napkin math at T=4096, k=8 (64 chunks of 512): 128 KB of ids read twice, 128 KB of order written; the torch ops
     it replaces (a stable sort of int64 ids, a scatter_add of 32k ones into 128 counters) are ~13 launches."""
     c = tl.program_id(0)
     local = tl.arange(0, CHUNK)
@@ -450,7 +450,8 @@ GROUPED_OVERLAP = 0  # where grouped_config does not say
 # K chunk) loop flattened so the next tile loads during the epilogue: T=1024 −6..−7 µs, T=2048 0..+11, T=4096 +9..+72.
 
 GROUP_FUSED_MAX_P = 1024  # one program sorts all the pairs: at P=1024 (T=128, k=8) 48 registers (sm_90, Triton 3.6)
-GROUP_CHUNK = 1024  # above it, chunks of this many pairs (the one-program sort's size), scanned by one program
+GROUP_CHUNK = 512  # above it, chunks of this many pairs, scanned by one program (1024 until session 23: 512 gave T=256
+#                    308.4 → 304.7 µs, T=1024 350.0 → 346.5, one sweep of two passes, sweep-moe-grouped-chunk-…T2121)
 GROUP_SCAN_MAX = 16384  # chunks × E_PAD the scan's single program holds (T=16k, k=8, E=128: 128 × 128)
 
 
