@@ -14,6 +14,8 @@
 # (AV..BB): MOELAB_ROUTER_TILE:8192 gives the earlier router tiles; AX/AY's one-pass grouped sweeps predate the
 # two-pass timing. Session 16's CE: MOELAB_COMBINE_EARLY_O (the early loads are the only order now) and
 # MOELAB_PAIRS_P2 (lost) are gone; CF's MOELAB_ATTN_CHUNK_TILES too (the exact shares tied).
+# Session 23's DT-DV ran --grouped-persist (the persistent GEMMs, removed in 3d1d70d); --grouped-half now sweeps HALF
+# against the stages.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log

@@ -372,8 +372,8 @@ def sweep_grouped(T: int, ceil, samples: int, variants: bool = False, overlap: b
         cfgs = [dict(base, HALF=h, num_stages=g, DOWN=dict(down, num_stages=d_))
                 for h in (False, True) for g, d_ in ((3, 3), (4, 4), (4, 3), (3, 4))]
     if chunk:
-        # Session 23: the chunked grouping's place step sorts each 1024-pair chunk in one program (6.3 µs of T=256's
-        # layer in trace-moe-…T191916's T=1024 run, 6.7 at 4096); smaller chunks, more programs, shorter sorts.
+        # Session 23: the chunked grouping's place step sorted each 1024-pair chunk in one program (6.3 µs at T=1024, 6.7
+        # at 4096 in trace-moe-…T191916); smaller chunks, more programs, shorter sorts.
         base = grouped_config(T * k, E, H, I)
         cfgs = [base] + [dict(base, GROUP_FUSED=True, GROUP_CHUNK=c_) for c_ in (128, 256, 512)]
     if not (overlap or half or chunk):

@@ -286,7 +286,7 @@ def test_grouped_half_tiles(monkeypatch, T, E, H, I, k, dtype, cfg):
         narrow = moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(WIDE=False))
         assert rel(narrow, plain) <= TOL[dtype]
     else:  # the CPU sizes, with a default that asks for HALF as the T >= 1024 one does
-        default = {k_: v_ for k_, v_ in dict(cfg, HALF=True).items()}
+        default = dict(cfg, HALF=True)
         monkeypatch.setattr(mg, "grouped_config", lambda *a_: dict(default))
         assert same(moe_grouped(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype)))  # HALF taken: the same sums
         monkeypatch.setenv("MOELAB_GROUPED_OVERLAP", "1")

@@ -20,8 +20,6 @@ Steps (no host synchronisation, so it can be graph-captured):
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
@@ -559,11 +557,11 @@ def _experts_pass(x, w13, w2, weights, ids, cfg) -> torch.Tensor:
     # WIDE_TMA=False keeps WIDE's weights on pointer loads (session 11's form) while the down GEMM takes TMA.
     gate_up = dict(meta, TMA=tma and cfg.get("WIDE_TMA", True)) if cfg.get("WIDE", False) else meta
     # HALF: an expert's last tile with at most BLOCK_M / 2 rows runs as a half tile in both GEMMs (WIDE + TMA only;
-    # $MOELAB_GROUPED_HALF, read at launch, overrides the config). Without TMA the full tiles run: the same numbers.
-    # HALF "auto" (grouped_config's choice, not the caller's): wherever the tiles can take it.
-    asked = cfg.get("HALF", False)
-    half = (_half_fits(cfg, overlap) if asked == "auto" and "MOELAB_GROUPED_HALF" not in os.environ
-            else bool(env_int("MOELAB_GROUPED_HALF", int(bool(asked)))))
+    # $MOELAB_GROUPED_HALF, read at launch, overrides the config; "auto", the default's, wherever the tiles allow it).
+    # Without TMA the full tiles run: the same numbers.
+    env_half = env_int("MOELAB_GROUPED_HALF", -1)
+    asked = cfg.get("HALF", False) if env_half < 0 else bool(env_half)
+    half = _half_fits(cfg, overlap) if asked == "auto" else bool(asked)
     if half and not _half_fits(cfg, overlap):
         raise ValueError("grouped config HALF: the half tiles take WIDE + TMA tiles of 32 rows or more (a dot needs 16), "
                          "without OVERLAP")
