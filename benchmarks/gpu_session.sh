@@ -21,7 +21,7 @@ export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT}
 LOG=$OUT/session.log
 run() {  # run NAME SECONDS CMD...: a step with its own time limit; a failure does not stop the stage
   local name=$1 secs=$2 t0=$SECONDS; shift 2
-  echo "===== $name: $*" >> "$LOG"
+  echo "===== $name: $* ($(date +%T))" >> "$LOG"
   timeout "$secs" "$@" >> "$LOG" 2>&1
   local rc=$?
   echo "===== $name exit $rc in $((SECONDS - t0)) s" | tee -a "$LOG"
@@ -1074,6 +1074,20 @@ case "${1:?stage A to G}" in
     run gpu-tests 300 python -m pytest tests/kernels/test_moe.py -k "overlap_is_bitwise or half" -q -p no:cacheprovider --tb=short -rf
     run trace 90 python benchmarks/trace_moe.py --tokens 64,256 --calls 4
     run sweep-chunk 200 python benchmarks/sweep_moe.py --grouped 64,256,1024 --grouped-chunk --samples 15 --shapes ""
+    ;;
+  DY) # session 24: why the bench's T=4096 (53.4 %, IQR 61 us) sits below the back-to-back trace (59 %), and what a
+      # host-launched layer costs the CPU (bench: 152 us a call at T=1 against 24 graph-replayed, 696 against 311 at T=256).
+      # The SM clock, power and temperature are logged every 250 ms beside the stage (clocks.csv; the log's step lines carry
+      # the time). Predicted: the 8192^3 matmul rate falls from ~790 TFLOP/s cold to ~700 after 20 s of matmuls, the SM
+      # clock from ~1980 to ~1700 MHz; the MoE layer's share of the rate measured in the same window stays within +-2
+      # points of ~59 %; the bench's T=4096 row runs at a lower clock than `moelab hw` saw. Host: ~40-60 us of Python a
+      # Triton launch, most of it in Triton's launcher (argument binding, descriptors), not in moelab's own code.
+    (nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+       --format=csv -lms 250 > "$OUT/clocks.csv" 2>&1 &) 
+    run probe-host 150 python benchmarks/probe_host.py --calls 40
+    run probe-clocks 240 python benchmarks/probe_clocks.py --windows 30 --heat 0,20
+    run bench-moe 150 python -m moelab bench moe --tokens 4096 --samples 10 --save
+    pkill -f "nvidia-smi --query-gpu" || true
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
