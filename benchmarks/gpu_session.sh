@@ -1082,11 +1082,13 @@ case "${1:?stage A to G}" in
       # clock from ~1980 to ~1700 MHz; the MoE layer's share of the rate measured in the same window stays within +-2
       # points of ~59 %; the bench's T=4096 row runs at a lower clock than `moelab hw` saw. Host: ~40-60 us of Python a
       # Triton launch, most of it in Triton's launcher (argument binding, descriptors), not in moelab's own code.
+      # The bench's moelab row now runs moe_block, which no longer checks its own route kernel's ids on the host (a sync
+      # a call): host-launched T=1 152 -> 60-90 us, T=256 696 -> 350-450, T=4096 within 10 % of graph-replayed.
     (nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
        --format=csv -lms 250 > "$OUT/clocks.csv" 2>&1 &) 
     run probe-host 150 python benchmarks/probe_host.py --calls 40
     run probe-clocks 240 python benchmarks/probe_clocks.py --windows 30 --heat 0,20
-    run bench-moe 150 python -m moelab bench moe --tokens 4096 --samples 10 --save
+    run bench-moe 240 python -m moelab bench moe --tokens 1,256,4096 --samples 10 --save
     pkill -f "nvidia-smi --query-gpu" || true
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always

@@ -53,7 +53,8 @@ def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, 
     qwen3_moe: per-head q/k norm; qwen2_moe: shared expert, RoPE only; batch 1: the engine's T=1 expert kernel;
     both batches: the one-launch router (up to fused_router_max_t rows); switches: the tensor-core linear from T=1
     (SWITCHES), counted to have run at the decode steps' T, and the norm in the router's launch up to 8 rows rather
-    than 1 (counted: which router calls got the norm). Every case: greedy_emit ends each decode step."""
+    than 1 (counted: which router calls got the norm). Every case: greedy_emit ends each decode step, and the experts
+    never check the router's ids on the host (a sync)."""
     for name, value in SWITCHES.items():
         if switches:
             monkeypatch.setenv(name, value)
@@ -65,6 +66,9 @@ def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, 
     routers = _count_launches(monkeypatch, router_mod, "_router_kernel", key="T_PAD")  # rows, padded to 2ⁿ
     normed = _count_launches(monkeypatch, router_mod, "_router_kernel", key="NORM")
     emits = _count_launches(monkeypatch, sample_mod, "_greedy_emit_kernel")
+    import moelab.kernels.moe as moe_mod
+    checks, check = [], moe_mod.check_moe_args  # the ids' host check: never on ids the engine's own router made
+    monkeypatch.setattr(moe_mod, "check_moe_args", lambda *a, **kw: (checks.append(kw["check_ids"]), check(*a, **kw))[1])
     known = ops.names()  # loads the op modules
     missing = [n for n in NEEDED_OPS if n not in known or ops.REGISTRY[n].kernel is None]
     if missing:
@@ -80,6 +84,7 @@ def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, 
     tokens = eng.generate(prompt.to(dev), steps + 1).cpu()
     assert max(rel_err(g.cpu(), r) for g, r in zip(eng.step_logits, ref_steps)) <= REL_TOL
     assert torch.equal(tokens, ref_tokens)
+    assert checks and not any(checks)  # no sync a layer for it in an eager prefill
     assert (batch in dot_launches) == switches  # decode: T = batch rows, below DOT_MIN_T unless switched
     assert any(t >= DOT_MIN_T for t in dot_launches)  # the prefill's 5-10 rows: from DOT_MIN_T on tensor cores
     if dev == "cpu":  # one per decode step after the first token; the one-launch router in every MoE layer of

@@ -331,6 +331,25 @@ def test_moe_block_fused_routing(T, renorm, shared):
     assert rel(out, ref) <= TOL[torch.float32]
 
 
+def test_moe_block_skips_the_host_check_of_its_own_ids(monkeypatch):
+    """moe_block's ids come from its route kernel: no host check (a sync a call in eager use), while fused_moe called
+    with a caller's ids still checks them and names the bad one."""
+    import moelab.kernels.moe as km
+    from moelab.ops.moe import moe_block
+    seen = []
+    real = km.check_moe_args
+    monkeypatch.setattr(km, "check_moe_args", lambda *a, **kw: (seen.append(kw.get("check_ids")), real(*a, **kw))[1])
+    x, w13, w2, w, ids, _ = make(2, 8, 32, 16, 2, torch.float32)
+    logits = torch.randn(2, 8, generator=torch.Generator().manual_seed(1)).to(DEV)
+    moe_block(x, logits, w13, w2, 2)
+    assert seen == [False]
+    bad = ids.clone()
+    bad[1, 1] = 8
+    with pytest.raises(ValueError, match=r"topk_ids out of range \[0, 8\): min \d+, max 8"):
+        fused_moe(x, w13, w2, w, bad)
+    assert seen == [False, True]
+
+
 @pytest.mark.parametrize("shared", [None, (24, True)])
 def test_decode_tensor_core_form_at_t1(shared):
     """The census kernel's tensor-core form (BLOCK_T=16) with a single token, as the T=1 sweep tries it

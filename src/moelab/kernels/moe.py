@@ -77,9 +77,10 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
 def moe_block(x, router_logits, w13, w2, k: int, renormalize: bool = True, shared=None, *, out=None):
     """Softmax top-k routing and the experts: (out[T, H], topk_weights[T, k], topk_ids[T, k]).
 
-    Two launches: `route`, then `fused_moe`. Routing inside the pair kernel (one launch) was measured slower at
-    every shape (H200, 2026-12-01: Qwen3-30B-A3B T=1 32.3 vs 30.4 µs, T=4 103 vs 78 µs; docs/worklog.md), likely
-    because each of its ~800 programs computed a serial top-k before its first weight load.
+    Two launches: `route`, then `fused_moe`, without `fused_moe`'s host check of the ids (the route kernel made
+    them). Routing inside the pair kernel (one launch) was measured slower at every shape (H200, 2026-12-01:
+    Qwen3-30B-A3B T=1 32.3 vs 30.4 µs, T=4 103 vs 78 µs; docs/worklog.md), likely because each of its ~800
+    programs computed a serial top-k before its first weight load.
     """
     from moelab.kernels.route import route
     from moelab.ops.moe import _check_route_args
@@ -88,4 +89,6 @@ def moe_block(x, router_logits, w13, w2, k: int, renormalize: bool = True, share
         raise ValueError(f"router_logits must be [T={x.shape[0]}, E={w13.shape[0]}], got {tuple(router_logits.shape)}")
     _check_route_args(router_logits, k, "softmax", None, 1, 1)
     w, ids = route(router_logits, k, "softmax", renormalize)
-    return fused_moe(x, w13, w2, w, ids, shared, out=out), w, ids
+    # The ids are the route kernel's own, in range by construction: no host check (a sync per call, which in eager
+    # use leaves the GPU idle while the next launches are prepared; the kernels still NaN a token with a bad id).
+    return fused_moe(x, w13, w2, w, ids, shared, out=out, validate=False), w, ids

@@ -225,10 +225,11 @@ def route(router_logits, k, scoring="softmax", renormalize=True, *, correction_b
                   topk_group=topk_group, scaling=scaling, out=out)
 
 
-def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None):
-    """moelab's fused MoE: direct-routed at decode sizes, grouped tensor-core GEMMs at large T."""
+def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, validate=None):
+    """moelab's fused MoE: direct-routed at decode sizes, grouped tensor-core GEMMs at large T. validate: the ids'
+    host check (a sync; on by default outside graph capture), off for ids a moelab routing kernel made."""
     from moelab.kernels.moe import fused_moe as _fused_moe
-    return _fused_moe(x, w13, w2, topk_weights, topk_ids, shared=shared, out=out)
+    return _fused_moe(x, w13, w2, topk_weights, topk_ids, shared=shared, out=out, validate=validate)
 
 
 def moe_block_reference(x, router_logits, w13, w2, k, renormalize=True, shared=None):
