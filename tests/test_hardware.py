@@ -299,6 +299,27 @@ def test_empty_kernel_launches():
     stream.launch_empty(torch.zeros(1, device=DEV))
 
 
+def test_probe_matmul_keeps_the_best_round_and_every_rounds_rate(monkeypatch):
+    """The ceiling is the best round's median (a dip under the power cap must not set it), and every round is kept."""
+    rates = iter([700e12, 500e12, 790e12, 600e12, 720e12, 650e12])  # bf16, fp16, bf16, fp16, bf16, fp16
+
+    def fake(n, dtype, *, samples, device):
+        return {"rate_per_s": next(rates), "dtype": dtype}
+
+    monkeypatch.setattr(hwm, "matmul_rate", fake)
+    mm = hwm._probe_matmul("cpu", 64, 2, lambda msg: None)
+    assert mm["rounds"] == hwm.MATMUL_ROUNDS == 3
+    assert mm["bf16"]["rate_per_s"] == 790e12 and mm["bf16"]["round_rates_tflops"] == [700, 790, 720]
+    assert mm["fp16"]["rate_per_s"] == 650e12 and mm["fp16"]["round_rates_tflops"] == [500, 600, 650]
+
+
+def test_matmul_rate_times_the_ceilings_kernel_and_names_a_bad_dtype():
+    r = hwm.matmul_rate(32, "fp16" if CUDA else "bf16", samples=2, device=DEV)
+    assert r["rate_per_s"] > 0 and r["measurement"]["samples"] >= 2
+    with pytest.raises(ValueError, match="dtype must be 'bf16' or 'fp16', not 'fp8'"):
+        hwm.matmul_rate(32, "fp8", samples=2, device=DEV)
+
+
 # ---------------------------------------------------------------------------------------------------
 # GPU: a real probe
 

@@ -160,7 +160,9 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
     if benches:
         out.append("### One MoE layer, routing included (`moelab bench moe`)\n")
         out.append("µs per call, median; graph = CUDA-graph replay, host = launched from Python. Floor = distinct "
-                   "experts hit × bytes per expert ÷ measured read bandwidth (or FLOPs ÷ matmul rate). "
+                   "experts hit × bytes per expert ÷ measured read bandwidth (or FLOPs ÷ bf16 matmul rate: in records "
+                   "from 2026-12-05 on, the fastest of `moelab hw`'s rate and the rate measured just before and after "
+                   "moelab's samples). "
                    "`× best` = best baseline (any mode) ÷ moelab graph.\n")
         for name, r in benches:
             s = r["shape"]

@@ -12,7 +12,11 @@ MIN_SETS layers back to back, as a decode step's graph does (48 layers for Qwen3
 (what L2 alone asks for above ~180 MB of weights), every call also paid a whole graph launch, which no layer of a
 real step pays, and every replay repeated the same routing. The floor of a call is
     max(distinct experts hit × bytes per expert / read bandwidth,  FLOPs / bf16 matmul rate),
-with the read bandwidth measured (or from the datasheet with --gpu), averaged over the sets.
+with the read bandwidth measured (or from the datasheet with --gpu), averaged over the sets. Where FLOPs set the
+floor (prefill sizes), the bf16 matmul rate is measured again just before and just after moelab's graph-replayed
+samples (`hardware.matmul_rate`, the ceiling's own kernel), and the floor divides by the fastest of the ceiling's
+rate and those two: on an H200 the rate moves 700-800 TFLOP/s with the power state (session 24, stage DY), and a
+floor divided by a dip flatters the kernel (row keys window_bf16_tflops, floor_bf16_tflops).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from moelab import ops, timing
+from moelab import hardware, ops, timing
 from moelab.bench.baselines import gather_bmm, gather_bmm_bytes, hf_expert_loop
 
 GATHER_BMM_MAX_BYTES = 16 * 2**30  # beyond this, gather_bmm's weight copy does not fit: reported as skipped
@@ -158,11 +162,18 @@ def run(shape: MoeShape, tokens: list[int], *, read_gbps: float, bf16_tflops: fl
             candidates.append((name, fn, "host"))
             if base != "hf_loop":  # the loop's host syncs cannot be captured in a graph
                 candidates.append((name, fn, "graph"))
+        compute_bound = shape.flops(T) / (bf16_tflops * 1e6) > bytes_ / (read_gbps * 1e3)
+        window: list[float] = []
         for name, fn, mode in candidates:
             if progress:
                 progress(f"T={T} {name} {mode}")
+            beside = compute_bound and name == "moelab" and mode == "graph"
             try:
+                if beside:  # the matmul rate of this very minute, just before and just after moelab's samples
+                    window.append(hardware.matmul_rate(samples=10)["rate_per_s"] / 1e12)
                 m = timing.measure(fn, sets, mode=mode, samples=samples)
+                if beside:
+                    window.append(hardware.matmul_rate(samples=10)["rate_per_s"] / 1e12)
                 row[f"{name}_{mode}_us"] = m.median_us
                 row[f"{name}_{mode}_iqr_us"] = m.iqr_us
             except Exception as e:  # a baseline that cannot run at this size is reported, not hidden
@@ -172,6 +183,10 @@ def run(shape: MoeShape, tokens: list[int], *, read_gbps: float, bf16_tflops: fl
                 row[f"{name}_{mode}_error"] = f"{type(e).__name__}: {str(e)[:120]}"
         best_base = min((v for k_, v in row.items() if k_.endswith("_us") and v is not None and not k_.startswith("moelab")
                          and k_ not in ("floor_us",) and not k_.endswith("iqr_us")), default=None)
+        if window:  # a compute-bound floor divides by the faster of the ceiling's rate and this minute's
+            row["window_bf16_tflops"] = window
+            row["floor_bf16_tflops"] = rate = max([bf16_tflops, *window])
+            row["floor_us"] = floor_us = max(bytes_ / (read_gbps * 1e3), shape.flops(T) / (rate * 1e6))
         ml = row.get("moelab_graph_us")
         row["pct_of_floor"] = 100.0 * floor_us / ml if ml else None
         row["best_baseline_us"] = best_base
