@@ -1091,6 +1091,15 @@ case "${1:?stage A to G}" in
     run bench-moe 240 python -m moelab bench moe --tokens 1,256,4096 --samples 10 --save
     pkill -f "nvidia-smi --query-gpu" || true
     ;;
+  DZ) # session 25: the ceiling's matmul rate as the best of 3 rounds (DY's fresh ceiling said 702 TFLOP/s while
+      # probe-clocks measured a median of 794 minutes later), the bench's T=4096 floor against the rate measured beside
+      # moelab's samples, and why the bench times T=4096 at 736 us where probe-clocks times 672 (probe_gap.py).
+      # Predicted: hw bf16 780-800 with the three rounds within 15 %; bench T=4096 floor_bf16_tflops ~790, so 736 us
+      # reads ~53 %, not DY's 59.8; probe_gap: measure and probe agree within 2 %, the gap sits in bench.run's order.
+    run hw 120 python -m moelab hw --save
+    run probe-gap 240 python benchmarks/probe_gap.py --rounds 2
+    run bench-moe 200 python -m moelab bench moe --tokens 1,256,4096 --samples 10 --save
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
