@@ -1098,7 +1098,7 @@ case "${1:?stage A to G}" in
       # reads ~53 %, not DY's 59.8; probe_gap: measure and probe agree within 2 %, the gap sits in bench.run's order.
     run hw 120 python -m moelab hw --save
     run probe-gap 240 python benchmarks/probe_gap.py --rounds 2
-    run bench-moe 200 python -m moelab bench moe --tokens 1,256,4096 --samples 10 --save
+    run bench-moe 300 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

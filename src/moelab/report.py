@@ -112,14 +112,15 @@ def shipped(r: dict) -> bool:
     return not r.get("superseded") and not (r.get("env") or {}).get("moelab_env")
 
 
-def _newest(recs: list[tuple[str, dict]], kind: str, key=lambda r: None) -> list[tuple[str, dict]]:
+def _newest(recs: list[tuple[str, dict]], kind: str, key=lambda r: None, rank=lambda r: 0) -> list[tuple[str, dict]]:
     """The newest record of `kind` for each value of key(record), in date order (older runs stay in the
-    results folder as history; the README shows what is current)."""
+    results folder as history; the README shows what is current). rank(record): a record of lower rank never
+    displaces one of higher rank, however new (bench-moe: a run of a few T does not displace a fuller sweep)."""
     best: dict[Any, tuple[str, dict]] = {}
     for name, r in recs:
         if r.get("kind") == kind and shipped(r):
             k = key(r)
-            if k not in best or r["env"]["date"] >= best[k][1]["env"]["date"]:
+            if k not in best or (rank(r), r["env"]["date"]) >= (rank(best[k][1]), best[k][1]["env"]["date"]):
                 best[k] = (name, r)
     return sorted(best.values(), key=lambda nr: nr[1]["env"]["date"])
 
@@ -154,9 +155,11 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
                 ("kernel replayed in a CUDA graph", c["graph_kernel_us"], "µs", "")]
         out += [f"### Measured ceilings (`moelab hw`)\n\n{_env_line(r['env'])} — `{name}`\n",
                 _md_table(["ceiling", "value", "unit", "how"], rows), ""]
-    # A run of prefill sizes only (no T below 32) does not displace the newest run that has the decode sizes.
+    # A run of prefill sizes only (no T below 32) does not displace the newest run that has the decode sizes, and a run
+    # of fewer T does not displace a fuller sweep (its rows stay in the results folder).
     benches = _newest(recs, "bench-moe", key=lambda r: (r.get("model"), r.get("tp"), r.get("shape", {}).get("shared_I"),
-                                                        min((x.get("T", 0) for x in r.get("rows", [])), default=0) >= 32))
+                                                        min((x.get("T", 0) for x in r.get("rows", [])), default=0) >= 32),
+                      rank=lambda r: len({x.get("T") for x in r.get("rows", [])}))
     if benches:
         out.append("### One MoE layer, routing included (`moelab bench moe`)\n")
         out.append("µs per call, median; graph = CUDA-graph replay, host = launched from Python. Floor = distinct "
