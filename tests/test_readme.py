@@ -85,3 +85,27 @@ def test_a_bench_moe_run_of_fewer_sizes_does_not_displace_a_fuller_sweep(tmp_pat
     rec("full-new.json", "2026-01-03", [1, 2, 4, 256, 4096], 333.0)
     md = report.results_markdown(str(tmp_path))
     assert "`full-new.json`" in md and "`full-old.json`" not in md
+
+
+def test_one_attention_table_takes_each_shape_from_the_newest_run_that_measured_it(tmp_path):
+    """Two runs, one table: a shape both measured comes from the newer run, every implementation of it together;
+    a shape only the older run measured stays, with its run named under the table."""
+    import json
+
+    from moelab import report
+
+    def rec(name, date, cells):
+        rows = [{"B": b, "ctx": c, "impl": impl, "median_us": us, "iqr_us": 0.1, "floor_us": 1.0, "pct_floor": 50.0}
+                for b, c, impl, us in cells]
+        body = {"kind": "bench-attention", "env": {"device": "GPU", "date": date, "commit": "c"}, "heads": [32, 4],
+                "head_dim": 128, "dtype": "bfloat16", "read_gbps": 1000.0, "rows": rows}
+        (tmp_path / name).write_text(json.dumps(body))
+
+    rec("old.json", "2026-01-01", [(1, 1024, "moelab", 111.0), (1, 1024, "cudnn", 112.0), (8, 4096, "moelab", 113.0)])
+    rec("new.json", "2026-01-02", [(1, 1024, "moelab", 221.0), (1, 1024, "cudnn", 222.0)])
+    md = report.results_markdown(str(tmp_path))
+    assert md.count("### Decode attention") == 1
+    assert "111" not in md and "112" not in md  # the shape both ran: the newer run's rows, both implementations
+    assert "| 1 | 1024 | moelab | 221 | 0.1 | 1 | 50 | [2] |" in md and "| 1 | 1024 | cudnn | 222 |" in md
+    assert "| 8 | 4096 | moelab | 113 | 0.1 | 1 | 50 | [1] |" in md
+    assert "[1] `old.json`" in md and "[2] `new.json`" in md

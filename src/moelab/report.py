@@ -125,10 +125,31 @@ def _newest(recs: list[tuple[str, dict]], kind: str, key=lambda r: None, rank=la
     return sorted(best.values(), key=lambda nr: nr[1]["env"]["date"])
 
 
-def _uncovered(recs: list[tuple[str, dict]], cells) -> list[tuple[str, dict]]:
-    """Drop each record whose cells(record) (a frozenset) a newer record's cells strictly contain."""
-    return [(n, r) for n, r in recs
-            if not any(cells(r) < cells(o) and o["env"]["date"] > r["env"]["date"] for _, o in recs)]
+def _newest_cells(recs: list[tuple[str, dict]], kind: str, cells) -> tuple[dict, list[tuple[str, dict]]]:
+    """For each cell, the rows of the newest shipped record of `kind` that measured it. cells(record) → {cell:
+    [rows]}: a cell groups what one process measured side by side (a shape's implementations), so a table never puts
+    rows of two processes into one comparison unless its cells are single rows. Returns ({cell: (rows, run index)},
+    [(name, record)] of the runs used, in date order, indexed from 1)."""
+    best: dict[Any, tuple[list, str, dict]] = {}
+    for name, r in sorted(((n, r) for n, r in recs if r.get("kind") == kind and shipped(r)),
+                          key=lambda nr: nr[1]["env"]["date"]):
+        for cell, rows in cells(r).items():
+            best[cell] = (rows, name, r)
+    runs = sorted({name: r for _, name, r in best.values()}.items(), key=lambda nr: nr[1]["env"]["date"])
+    index = {name: i + 1 for i, (name, _) in enumerate(runs)}
+    return {c: (rows, index[name]) for c, (rows, name, _) in best.items()}, runs
+
+
+def _runs_list(runs: list[tuple[str, dict]], extra=lambda r: "") -> str:
+    """The footnote naming each run of a merged table: [i] record — GPU, driver, torch, Triton, commit, date."""
+    return "\n".join(f"[{i}] `{name}` — {_env_line(r['env'])}{extra(r)}  " for i, (name, r) in enumerate(runs, 1))
+
+
+def _group(rows: list[dict], key) -> dict:
+    out: dict[Any, list[dict]] = {}
+    for x in rows:
+        out.setdefault(key(x), []).append(x)
+    return out
 
 
 def results_markdown(results_dir: str = "benchmarks/results") -> str:
@@ -167,18 +188,25 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
                    "from 2026-12-05 on, the fastest of `moelab hw`'s rate and the rate measured just before and after "
                    "moelab's samples). "
                    "`× best` = best baseline (any mode) ÷ moelab graph.\n")
+        # One table per model and shape: each T's row from the newest of the runs chosen above (every implementation of
+        # a row measured side by side in that run).
+        tables: dict[Any, dict[int, tuple[dict, str, dict]]] = {}
         for name, r in benches:
             s = r["shape"]
-            head = ["T", "experts", "floor", "HF loop (host)", "HF loop+compile (host)", "gather+bmm (graph)",
-                    "gather+bmm+compile (graph)", "moelab (host)", "moelab (graph)", "% of floor",
-                    "× best"]
+            ident = (r["model"], r["tp"], s["E"], s["H"], s["I"], s["k"], s["shared_I"])
+            for x in r["rows"]:
+                tables.setdefault(ident, {})[x["T"]] = (x, name, r)
+        head = ["T", "experts", "floor", "HF loop (host)", "HF loop+compile (host)", "gather+bmm (graph)",
+                "gather+bmm+compile (graph)", "moelab (host)", "moelab (graph)", "% of floor", "× best", "run"]
+        for (model, tp, E, H, I, k, sI), by_t in tables.items():
+            runs = sorted({name: r for _, name, r in by_t.values()}.items(), key=lambda nr: nr[1]["env"]["date"])
+            index = {name: i for i, (name, _) in enumerate(runs, 1)}
             rows = [(x["T"], x["distinct_experts"], x["floor_us"], x.get("hf_loop_host_us"), x.get("hf_loop+compile_host_us"),
                      x.get("gather_bmm_graph_us"), x.get("gather_bmm+compile_graph_us"), x.get("moelab_host_us"),
-                     x.get("moelab_graph_us"), x.get("pct_of_floor"),
-                     x.get("speedup_vs_best_baseline")) for x in r["rows"]]
-            out += [f"**{r['model']}**, tp={r['tp']} (E={s['E']}, H={s['H']}, I={s['I']}, k={s['k']}, shared "
-                    f"I={s['shared_I']}); floor at {r['ceilings']['read_gbps']:.0f} GB/s — {_env_line(r['env'])} — `{name}`\n",
-                    _md_table(head, rows), ""]
+                     x.get("moelab_graph_us"), x.get("pct_of_floor"), x.get("speedup_vs_best_baseline"),
+                     f"[{index[name]}]") for T, (x, name, _) in sorted(by_t.items())]
+            out += [f"**{model}**, tp={tp} (E={E}, H={H}, I={I}, k={k}, shared I={sI})\n", _md_table(head, rows), "",
+                    _runs_list(runs, lambda r: f"; read {r['ceilings']['read_gbps']:.0f} GB/s"), ""]
     for name, r in _newest(recs, "bench-norm"):
         out.append(f"### Fused add + RMSNorm and q/k RMSNorm + RoPE (`benchmarks/bench_norm.py`)\n\n"
                    f"hidden {r['hidden']}, heads {r['heads']}, {r['dtype']}; floor = bytes ÷ {r['read_gbps']:.0f} GB/s — "
@@ -186,29 +214,44 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
         out += [_md_table(["op", "T", "impl", "mode", "median µs", "IQR µs", "floor µs", "% of floor", "launches"],
                           [(x["op"], x["T"], x["impl"], x["mode"], x["median_us"], x["iqr_us"], x["floor_us"],
                             x["pct_floor"], x.get("launches")) for x in r["rows"]]), ""]
-    def shapes(r):
-        return frozenset((x["B"], x["ctx"]) for x in r["rows"])
+    # Attention and the GEMVs: one table each, a shape's rows (every implementation, one process) from the newest run
+    # that measured that shape; the runs are listed under the table.
+    def att_cells(r):
+        ident = (tuple(r["heads"]), r["head_dim"], r["dtype"])
+        return {(ident, b_, c_): rows for (b_, c_), rows in _group(r["rows"], lambda x: (x["B"], x["ctx"])).items()}
 
-    # a partial run (a sweep of two shapes) shows only while no newer run covers its shapes too
-    att = _uncovered(_newest(recs, "bench-attention", key=shapes), shapes)
-    for name, r in att:
-        out.append(f"### Decode attention (`benchmarks/bench_attention.py`)\n\nGQA {r['heads'][0]}/{r['heads'][1]} × "
-                   f"{r['head_dim']}, {r['dtype']}, graph-replayed; floor = K and V bytes ÷ {r['read_gbps']:.0f} GB/s — "
-                   f"{_env_line(r['env'])} — `{name}`\n")
-        out += [_md_table(["batch", "context", "impl", "median µs", "IQR µs", "floor µs", "% of floor"],
-                          [(x["B"], x["ctx"], x["impl"], x["median_us"], x["iqr_us"], x["floor_us"], x["pct_floor"])
-                           for x in r["rows"]]), ""]
-    # Newest per set of token counts: a T=8 run stays shown next to a T=1 run with its baselines.
-    def tokens(r):
-        return frozenset(x["T"] for x in r["rows"])
+    cells, runs = _newest_cells(recs, "bench-attention", att_cells)
+    for ident in sorted({c[0] for c in cells}):
+        mine = sorted(c for c in cells if c[0] == ident)
+        heads, d, dtype = ident
+        out.append(f"### Decode attention (`benchmarks/bench_attention.py`)\n\nGQA {heads[0]}/{heads[1]} × {d}, {dtype}, "
+                   "graph-replayed; floor = K and V bytes ÷ the run's measured read bandwidth. Each shape's rows come "
+                   "from the newest run that measured it, all its implementations side by side in that run.\n")
+        out += [_md_table(["batch", "context", "impl", "median µs", "IQR µs", "floor µs", "% of floor", "run"],
+                          [(x["B"], x["ctx"], x["impl"], x["median_us"], x["iqr_us"], x["floor_us"], x["pct_floor"],
+                            f"[{cells[c][1]}]") for c in mine for x in cells[c][0]]), "",
+                _runs_list([runs[i - 1] for i in sorted({cells[c][1] for c in mine})],
+                           lambda r: f"; read {r['read_gbps']:.0f} GB/s"), ""]
 
-    for name, r in _uncovered(_newest(recs, "bench-linear", key=tokens), tokens):
-        out.append(f"### Decode GEMVs: dense projections and lm_head (`benchmarks/bench_linear.py`)\n\n{r['model']}, "
-                   f"{r['dtype']}, graph-replayed, weights rotated past the L2; floor = bytes ÷ {r['read_gbps']:.0f} GB/s "
-                   f"— {_env_line(r['env'])} — `{name}`\n")
-        out += [_md_table(["op", "T", "N", "K", "impl", "median µs", "IQR µs", "floor µs", "% of floor", "× moelab"],
+    def lin_cells(r):
+        return {((r["model"], r["dtype"]), T, op): rows
+                for (op, T), rows in _group(r["rows"], lambda x: (x["op"], x["T"])).items()}
+
+    cells, runs = _newest_cells(recs, "bench-linear", lin_cells)
+    op_order: dict[str, int] = {}
+    for _, r in runs:
+        for x in r["rows"]:
+            op_order.setdefault(x["op"], len(op_order))
+    for ident in sorted({c[0] for c in cells}):
+        mine = sorted((c for c in cells if c[0] == ident), key=lambda c: (c[1], op_order[c[2]]))
+        out.append(f"### Decode GEMVs: dense projections and lm_head (`benchmarks/bench_linear.py`)\n\n{ident[0]}, "
+                   f"{ident[1]}, graph-replayed, weights rotated past the L2; floor = bytes ÷ the run's measured read "
+                   "bandwidth. Each (op, T)'s rows come from the newest run that measured it.\n")
+        out += [_md_table(["op", "T", "N", "K", "impl", "median µs", "IQR µs", "floor µs", "% of floor", "× moelab", "run"],
                           [(x["op"], x["T"], x["N"], x["K"], x["impl"], x["median_us"], x["iqr_us"], x["floor_us"],
-                            x["pct_floor"], x.get("moelab_x")) for x in r["rows"]]), ""]
+                            x["pct_floor"], x.get("moelab_x"), f"[{cells[c][1]}]") for c in mine for x in cells[c][0]]),
+                "", _runs_list([runs[i - 1] for i in sorted({cells[c][1] for c in mine})],
+                               lambda r: f"; read {r['read_gbps']:.0f} GB/s"), ""]
     profiles = [(n, dict(r, kind="profile")) for n, r in recs if str(r.get("kind", "")).startswith("profile-")]
     for name, r in _newest(profiles, "profile", key=lambda r: (r.get("model"), r.get("tp"), r.get("batch"))):
         pc = r["per_ctx"][0]
@@ -234,21 +277,29 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
                   pc["step_floor_us"] / 1e3) for i in impls]
         out += [_md_table(["impl", "Σ per op ms", "chained step, graph ms", "chained step, host ms", "launches",
                            "step floor ms"], srows), ""]
-    # Newest per set of (batch, implementation) rows: a side-by-side run with the baselines stays shown next to a
-    # later moelab-only run; a run whose rows a newer run covers too (batch 32 alone, then batches 8 and 32) is hidden.
-    def cells(r):
-        return frozenset((x["batch"], x["row"]) for x in r["rows"])
+    # End to end: each (batch, implementation) from the newest run that measured it. The baselines (transformers eager
+    # and compiled, moelab's eager reference) run ~0.05-0.2 s a token and are not re-run with every change of moelab's
+    # kernels, so their rows may come from another run than moelab's: the `run` column says which.
+    def dec_cells(r):
+        return {((r["model"], r["prompt_len"], r["new_tokens"]), x["batch"], x["row"]): [x] for x in r["rows"]}
 
-    dec = _uncovered(_newest(recs, "bench-decode", key=cells), cells)
-    for name, r in dec:
-        out.append(f"### End-to-end decode (`benchmarks/bench_decode.py`)\n\n{r['model']}, random bf16 weights, prompt "
-                   f"{r['prompt_len']}, up to {r['new_tokens']} new tokens (the eager rows time fewer: they run ~100 ms a token) — "
-                   f"{_env_line(r['env'])} — `{name}`\n")
+    cells, runs = _newest_cells(recs, "bench-decode", dec_cells)
+    row_order: dict[str, int] = {}
+    for _, r in runs:
+        for x in r["rows"]:
+            row_order.setdefault(x["row"], len(row_order))
+    for ident in sorted({c[0] for c in cells}):
+        mine = sorted((c for c in cells if c[0] == ident), key=lambda c: (c[1], row_order[c[2]]))
+        out.append(f"### End-to-end decode (`benchmarks/bench_decode.py`)\n\n{ident[0]}, random bf16 weights, prompt "
+                   f"{ident[1]}, up to {ident[2]} new tokens (the eager rows time fewer: they run ~100 ms a token). Each "
+                   "row comes from the newest run that measured it; rows of different runs were measured in different "
+                   "processes.\n")
         out += [_md_table(["batch", "implementation", "tokens timed", "ms per step", "tokens/s", "% of floor",
-                           "spread %", "prefill logits rel err vs transformers"],
+                           "spread %", "prefill logits rel err vs transformers", "run"],
                           [(x["batch"], x["row"], x.get("new_tokens"), x.get("decode_ms_per_token"), x.get("tokens_per_s"),
-                            x.get("pct_of_floor"), x.get("decode_spread_pct"), x.get("prefill_logits_rel_err_vs_hf"))
-                           for x in r["rows"]]), ""]
+                            x.get("pct_of_floor"), x.get("decode_spread_pct"), x.get("prefill_logits_rel_err_vs_hf"),
+                            f"[{cells[c][1]}]") for c in mine for x in cells[c][0]]), "",
+                _runs_list([runs[i - 1] for i in sorted({cells[c][1] for c in mine})]), ""]
     for name, r in _newest(recs, "verify-moe"):
         out.append(f"### `moelab verify` on the second worklog's MoE problems\n\n{_env_line(r['env'])} — `{name}`\n")
         keys = list(r["rows"][0].keys()) if r["rows"] else []
