@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A GPU session's runs, in stages that each fit one 10-minute device call:
-#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CZ, DA..DZ (on the device machine, from the repo root; session 3 ran each once)
+#   bash benchmarks/gpu_session.sh A..Z, AA..AZ, BA..BZ, CA..CZ, DA..DZ, EA.. (on the device machine, from the repo root; session 3 ran each once)
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
@@ -1099,6 +1099,15 @@ case "${1:?stage A to G}" in
     run hw 120 python -m moelab hw --save
     run probe-gap 240 python benchmarks/probe_gap.py --rounds 2
     run bench-moe 300 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    ;;
+  EA) # session 26 (no GPU that session): the route kernel PDL-launched (MOELAB_ROUTE_PDL). In `moelab bench moe`'s
+      # graphs (and the engine's dense + route at T=9..16) the route kernel is a plain launch: it starts only once the
+      # previous layer's experts' kernel has ended, and the experts' kernel it releases becomes resident only then.
+      # PDL-launched, it is resident during that kernel's tail and waits in hardware; it still reads nothing before.
+      # Predicted: Qwen3-30B-A3B T=1 -0.5..-1.5 us (24.6 -> ~23.5), T=2..16 -0.3..-1; Qwen3.5 and its shard likewise.
+      # The GPU tests first: eight chained layers in one graph must give the plain eager chain's bits either way.
+    run gpu-tests 240 python -m pytest tests/kernels/test_moe.py -k "graph or route or block" -q -p no:cacheprovider --tb=short -rf
+    run sweep-route-pdl 300 python benchmarks/sweep_moe.py --mode block --route-pdl --shapes qwen3,qwen35,shard35 --tokens 1,2,4,8,16 --samples 10
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -71,6 +71,10 @@ def main() -> None:
     ap.add_argument("--cnt-stride", default="",
                     help="pairs / block mode: only the default config, its arrival counters these many int32s apart "
                          "(1 packed, 32 a 128-byte line each)")
+    ap.add_argument("--route-pdl", action="store_true",
+                    help="block mode: the default experts' path with the route kernel launched plainly and PDL-launched "
+                         "(MOELAB_ROUTE_PDL=0/1: resident and waiting in hardware while the previous layer's experts "
+                         "drain)")
     ap.add_argument("--pairs-two", action="store_true",
                     help="block mode: the default experts' path with the pair kernel as one kernel and as two, each "
                          "phase compiled alone (MOELAB_PAIRS_TWO=0/1)")
@@ -218,6 +222,10 @@ def main() -> None:
                 grid = [dict(ROUTE="kernel")]
                 if a.cnt_stride:  # the default experts' path (pairs or census), its counters CS int32s apart
                     grid = [dict(ROUTE="kernel", CS_ENV=int(c)) for c in a.cnt_stride.split(",")]
+                if a.route_pdl:
+                    # Prepared in session 26 (no GPU), unmeasured: predicted T=1 −0.5..−1.5 µs a layer (the route
+                    # kernel's launch and the experts' kernel's residency off the critical path), T=2..16 −0.3..−1.
+                    grid = [dict(ROUTE="kernel", RPDL_ENV=0), dict(ROUTE="kernel", RPDL_ENV=1)]
                 if a.pairs_two:
                     # The pair kernel as one kernel and as two (each phase compiled alone: PAIRS_TWO_MIN_T). Session 21
                     # also swept, with two kernels (sweep-moe-block-two-…T1608, …-two-whole2-…T1617), phase 1 at 8 ×
@@ -244,6 +252,10 @@ def main() -> None:
                         c = {k_: v for k_, v in cfg.items() if k_ != "ROUTE"}
                         if "CS_ENV" in cfg:  # read by the launchers (counter_stride), so at the graph's capture
                             os.environ["MOELAB_CNT_STRIDE"] = str(cfg["CS_ENV"])
+                            tw, ids = ops.get("route", "moelab")(lg, k)
+                            return fused_moe(x, w13, w2, tw, ids, sh, out=torch.empty_like(x))
+                        if "RPDL_ENV" in cfg:  # read by route's launcher, so at the graph's capture
+                            os.environ["MOELAB_ROUTE_PDL"] = str(cfg["RPDL_ENV"])
                             tw, ids = ops.get("route", "moelab")(lg, k)
                             return fused_moe(x, w13, w2, tw, ids, sh, out=torch.empty_like(x))
                         if "TWO_ENV" in cfg:  # read by the pair kernel's launcher, so at the graph's capture
@@ -284,6 +296,7 @@ def main() -> None:
             save(a, ceil, results)
     os.environ.pop("MOELAB_CHAIN_MAX_T", None)  # --chain set it per config; the grouped sweep runs on the default
     os.environ.pop("MOELAB_CNT_STRIDE", None)  # --cnt-stride likewise
+    os.environ.pop("MOELAB_ROUTE_PDL", None)  # --route-pdl likewise
     for T in [int(t) for t in a.grouped.split(",") if t]:
         results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants, a.grouped_overlap, a.grouped_half, a.grouped_chunk))
         save(a, ceil, results)

@@ -276,7 +276,7 @@ SM90_JOBS = {
                       {"logits_ptr": "*fp32", "bias_ptr": "*fp32", "w_ptr": "*fp32", "ids_ptr": "*i32",
                        "scaling": "fp32"},
                       {"K": 8, "K_PAD": 8, "E_PAD": 256, "SCORING": 2, "RENORM": True, "HAS_BIAS": True,
-                       "N_GROUP": 8, "TOPK_GROUP": 4, "TRIGGER": False},
+                       "N_GROUP": 8, "TOPK_GROUP": 4, "TRIGGER": False, "USE_PDL": False},
                       []),
     "router": ("router", "_router_kernel",
                {"x_ptr": "*bf16", "w_ptr": "*bf16", "bias_ptr": "*fp32", "logits_ptr": "*fp32", "tw_ptr": "*fp32",
@@ -322,6 +322,9 @@ for _name in ("attention_split", "attention_split_kv"):
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["route_grouped"]
 SM90_JOBS["route_trigger"] = (_module, _kernel, _types, dict(_consts, E_PAD=128, SCORING=0, HAS_BIAS=False, N_GROUP=1,
                                                              TOPK_GROUP=1, TRIGGER=True), *_rest)
+# The same PDL-launched ($MOELAB_ROUTE_PDL, session 26): it waits for the kernel before it, then reads the logits.
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["route_trigger"]
+SM90_JOBS["route_pdl"] = (_module, _kernel, _types, dict(_consts, USE_PDL=True), *_rest)
 # The router at 16 rows, in the PDL chain since session 19 (CHAIN_MAX_T = 16): as "router_t8"'s launch otherwise.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["router_t8"]
 SM90_JOBS["router_t16"] = (_module, _kernel, _types, dict(_consts, T_PAD=16, BLOCK_H=1024, TRIGGER=True), *_rest)

@@ -594,6 +594,43 @@ def test_gpu_bf16_real_shapes(E, H, I, k, SI, T):
     assert worst <= TOL[torch.bfloat16], worst
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="programmatic dependent launch needs a CUDA GPU (Hopper); the interpreter has none")
+@pytest.mark.parametrize("T", [1, 2, 8, 16])
+def test_gpu_moe_block_layers_in_one_graph(monkeypatch, T):
+    """Eight route + experts layers back to back, each routed on the previous layer's output, as a decode graph chains
+    them: eagerly and graph-replayed, with the route kernel launched plainly and PDL-launched ($MOELAB_ROUTE_PDL, read
+    at launch and so at capture), every run gives the same bits as the plain eager chain (the kernels are
+    deterministic), so no kernel read what the one before it had not finished; and the first layer matches fp32."""
+    from moelab.ops.moe import moe_block, moe_block_reference
+    E, H, I, k = 128, 2048, 768, 8
+    g = torch.Generator(device="cuda").manual_seed(T)
+    w13 = (torch.randn(E, 2 * I, H, device="cuda", generator=g) * H ** -0.5).bfloat16()
+    w2 = (torch.randn(E, H, I, device="cuda", generator=g) * I ** -0.5).bfloat16()
+    x0 = torch.randn(T, H, device="cuda", generator=g).bfloat16()
+
+    def chain(x):  # the logits are the previous output's first E values: elementwise, so bitwise the same every run
+        for _ in range(8):
+            x = moe_block(x, x[:, :E].float() * 4, w13, w2, k)[0] + x
+        return x
+
+    monkeypatch.setenv("MOELAB_ROUTE_PDL", "0")
+    base = chain(x0)
+    ref = moe_block_reference(x0.float(), x0[:, :E].float() * 4, w13.float(), w2.float(), k)[0]
+    assert rel(moe_block(x0, x0[:, :E].float() * 4, w13, w2, k)[0], ref) <= TOL[torch.bfloat16]
+    for flag in ("0", "1"):
+        monkeypatch.setenv("MOELAB_ROUTE_PDL", flag)
+        assert torch.equal(chain(x0), base), f"eager, MOELAB_ROUTE_PDL={flag}"
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = chain(x0)
+        for _ in range(3):
+            out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(out, base), f"graph-replayed, MOELAB_ROUTE_PDL={flag}"
+
+
 @pytest.mark.skipif(not CUDA, reason="the bug it guards against showed only on the GPU (Triton 3.6)")
 @pytest.mark.parametrize("num_warps", [4, 8])
 def test_gpu_pairs_fp32_and_8_warps_are_right(num_warps):
@@ -702,6 +739,33 @@ def test_route_releases_the_experts_kernel_in_the_chain(sm90):
     assert ptx.index("griddepcontrol.launch_dependents") < ptx.index("ld.global")
     assert "griddepcontrol.wait" not in ptx
     assert "griddepcontrol" not in sm90["route_grouped"]["ptx"]  # TRIGGER off: a plain kernel
+
+
+def test_route_pdl_launched_waits_before_it_touches_memory(sm90):
+    """PDL-launched (MOELAB_ROUTE_PDL), the route kernel still releases the experts' kernel first, then waits for the
+    kernel before it, and only then loads the logits or stores the routing: nothing it reads or writes may belong to a
+    kernel still running."""
+    assert "error" not in sm90["route_pdl"], sm90["route_pdl"].get("error")
+    ptx = sm90["route_pdl"]["ptx"]
+    wait = ptx.index("griddepcontrol.wait")
+    assert ptx.index("griddepcontrol.launch_dependents") < wait
+    assert wait < ptx.index("ld.global") and wait < ptx.index("st.global")
+
+
+def test_route_pdl_is_off_by_default_and_never_off_the_chain(monkeypatch):
+    """Unmeasured, so off unless $MOELAB_ROUTE_PDL asks; never where the chain is off (the interpreter, MOELAB_PDL=0,
+    rows above CHAIN_MAX_T); a value that is not an integer is a one-line error naming the variable."""
+    import moelab.kernels.route as rt
+
+    cpu = torch.device("cpu")
+    monkeypatch.delenv("MOELAB_ROUTE_PDL", raising=False)
+    monkeypatch.setattr(rt, "chain_pdl", lambda device, T: T <= 16)
+    assert rt.ROUTE_PDL == 0 and not rt.route_pdl(cpu, 1)
+    monkeypatch.setenv("MOELAB_ROUTE_PDL", "1")
+    assert rt.route_pdl(cpu, 1) and rt.route_pdl(cpu, 16) and not rt.route_pdl(cpu, 17)
+    monkeypatch.setenv("MOELAB_ROUTE_PDL", "yes")
+    with pytest.raises(ValueError, match="MOELAB_ROUTE_PDL must be an integer"):
+        rt.route_pdl(cpu, 1)
 
 
 @pytest.mark.parametrize("job", ["moe_pairs", "moe_decode", "moe_decode_tma", "moe_gate_up", "moe_down",

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import chain_pdl, check_device, next_pow2
+from moelab.kernels import chain_pdl, check_device, env_int, next_pow2
 from moelab.ops.moe import _check_route_args
 
 _SCORING_CODE = {"softmax": 0, "topk_softmax": 1, "sigmoid": 2}
@@ -97,9 +97,12 @@ def _route_kernel(
     SCORING: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
     N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr,
     TRIGGER: tl.constexpr = False,  # release a PDL-launched next kernel (the experts) as each program starts
+    USE_PDL: tl.constexpr = False,  # launched with PDL: wait for the previous kernel before reading or writing anything
 ):
     if TRIGGER:  # the experts' kernel waits for this one's completion in hardware (gdc_wait) before reading the ids
         tl.extra.cuda.gdc_launch_dependents()
+    if USE_PDL:  # the logits may be the previous kernel's output, and w/ids buffers its input: touched only from here
+        tl.extra.cuda.gdc_wait()
     t = tl.program_id(0)
     offs = tl.arange(0, E_PAD)
     valid = offs < E
@@ -142,6 +145,7 @@ def route(
     if T == 0:
         return w, ids
     e_pad = next_pow2(E)
+    pdl = route_pdl(router_logits.device, T)
     if n_group > 1 and e_pad != E:
         raise ValueError(f"grouped routing needs a power-of-two expert count, got E={E}")
     _route_kernel[(T,)](
@@ -154,6 +158,19 @@ def route(
         # sweep_moe.py --mode block, sweep-moe-block-trigger-…T1818): Qwen3-30B-A3B T=1 26.3 → 25.5 µs, T=2 42.4 → 41.9,
         # T=8 119.9 → 119.2, T=4 a tie; Qwen3.5-35B-A3B T=1 24.2 → 22.9; beyond chain_pdl's rows nothing changes.
         TRIGGER=chain_pdl(router_logits.device, T),
-        num_warps=1 if e_pad <= 128 else 4,
+        USE_PDL=pdl, num_warps=1 if e_pad <= 128 else 4, **({"launch_pdl": True} if pdl else {}),
     )
     return w, ids
+
+
+# The route kernel PDL-launched in the chain (`kernels.chain_pdl`'s rows): resident and waiting in hardware while the
+# kernel before it drains (in `moe_block`'s layers back to back, the previous layer's experts' kernel, which releases
+# its dependents as it starts; in the engine at T=9..16, the router's logits GEMV), so its launch is off the critical
+# path, and the experts' kernel it releases is resident earlier too. Prepared in session 26 without a GPU, unmeasured:
+# off until an A/B decides (benchmarks/sweep_moe.py --mode block --route-pdl; $MOELAB_ROUTE_PDL, read at launch).
+ROUTE_PDL = 0
+
+
+def route_pdl(device: torch.device, T: int) -> bool:
+    """Whether the route kernel is PDL-launched: `chain_pdl(device, T)` and ROUTE_PDL (or $MOELAB_ROUTE_PDL) on."""
+    return bool(env_int("MOELAB_ROUTE_PDL", ROUTE_PDL)) and chain_pdl(device, T)
