@@ -152,6 +152,26 @@ def _group(rows: list[dict], key) -> dict:
     return out
 
 
+def _merged_tables(recs: list[tuple[str, dict]], kind: str, cells, *, heading: str, preamble, header: list[str],
+                   row, order=lambda cell, first: cell, extra=lambda r: "") -> list[str]:
+    """Markdown: for each table identity (the first element of every cell), one table whose rows are each cell's rows
+    from the newest run that measured it (`_newest_cells`), a `run` column, and the runs it used listed under it.
+    preamble(ident) says what the table holds; row(x) gives a row's cells; order(cell, first) sorts the cells, where
+    first[cell] counts where the cell first appears in the runs, oldest first."""
+    got, runs = _newest_cells(recs, kind, cells)
+    first: dict = {}
+    for _, r in runs:
+        for c in cells(r):
+            first.setdefault(c, len(first))
+    out = []
+    for ident in sorted({c[0] for c in got}):
+        mine = sorted((c for c in got if c[0] == ident), key=lambda c: order(c, first))
+        out += [f"### {heading}\n\n{preamble(ident)}\n",
+                _md_table(header + ["run"], [(*row(x), f"[{got[c][1]}]") for c in mine for x in got[c][0]]), "",
+                _runs_list([runs[i - 1] for i in sorted({got[c][1] for c in mine})], extra), ""]
+    return out
+
+
 def results_markdown(results_dir: str = "benchmarks/results") -> str:
     """Markdown for the README: the newest record of each kind (per model and tp for bench-moe)."""
     import json
@@ -216,42 +236,31 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
                             x["pct_floor"], x.get("launches")) for x in r["rows"]]), ""]
     # Attention and the GEMVs: one table each, a shape's rows (every implementation, one process) from the newest run
     # that measured that shape; the runs are listed under the table.
-    def att_cells(r):
-        ident = (tuple(r["heads"]), r["head_dim"], r["dtype"])
-        return {(ident, b_, c_): rows for (b_, c_), rows in _group(r["rows"], lambda x: (x["B"], x["ctx"])).items()}
+    def read(r):
+        return f"; read {r['read_gbps']:.0f} GB/s"
 
-    cells, runs = _newest_cells(recs, "bench-attention", att_cells)
-    for ident in sorted({c[0] for c in cells}):
-        mine = sorted(c for c in cells if c[0] == ident)
-        heads, d, dtype = ident
-        out.append(f"### Decode attention (`benchmarks/bench_attention.py`)\n\nGQA {heads[0]}/{heads[1]} × {d}, {dtype}, "
-                   "graph-replayed; floor = K and V bytes ÷ the run's measured read bandwidth. Each shape's rows come "
-                   "from the newest run that measured it, all its implementations side by side in that run.\n")
-        out += [_md_table(["batch", "context", "impl", "median µs", "IQR µs", "floor µs", "% of floor", "run"],
-                          [(x["B"], x["ctx"], x["impl"], x["median_us"], x["iqr_us"], x["floor_us"], x["pct_floor"],
-                            f"[{cells[c][1]}]") for c in mine for x in cells[c][0]]), "",
-                _runs_list([runs[i - 1] for i in sorted({cells[c][1] for c in mine})],
-                           lambda r: f"; read {r['read_gbps']:.0f} GB/s"), ""]
-
-    def lin_cells(r):
-        return {((r["model"], r["dtype"]), T, op): rows
-                for (op, T), rows in _group(r["rows"], lambda x: (x["op"], x["T"])).items()}
-
-    cells, runs = _newest_cells(recs, "bench-linear", lin_cells)
-    op_order: dict[str, int] = {}
-    for _, r in runs:
-        for x in r["rows"]:
-            op_order.setdefault(x["op"], len(op_order))
-    for ident in sorted({c[0] for c in cells}):
-        mine = sorted((c for c in cells if c[0] == ident), key=lambda c: (c[1], op_order[c[2]]))
-        out.append(f"### Decode GEMVs: dense projections and lm_head (`benchmarks/bench_linear.py`)\n\n{ident[0]}, "
-                   f"{ident[1]}, graph-replayed, weights rotated past the L2; floor = bytes ÷ the run's measured read "
-                   "bandwidth. Each (op, T)'s rows come from the newest run that measured it.\n")
-        out += [_md_table(["op", "T", "N", "K", "impl", "median µs", "IQR µs", "floor µs", "% of floor", "× moelab", "run"],
-                          [(x["op"], x["T"], x["N"], x["K"], x["impl"], x["median_us"], x["iqr_us"], x["floor_us"],
-                            x["pct_floor"], x.get("moelab_x"), f"[{cells[c][1]}]") for c in mine for x in cells[c][0]]),
-                "", _runs_list([runs[i - 1] for i in sorted({cells[c][1] for c in mine})],
-                               lambda r: f"; read {r['read_gbps']:.0f} GB/s"), ""]
+    out += _merged_tables(
+        recs, "bench-attention",
+        lambda r: {((tuple(r["heads"]), r["head_dim"], r["dtype"]), b_, c_): rows
+                   for (b_, c_), rows in _group(r["rows"], lambda x: (x["B"], x["ctx"])).items()},
+        heading="Decode attention (`benchmarks/bench_attention.py`)",
+        preamble=lambda i: (f"GQA {i[0][0]}/{i[0][1]} × {i[1]}, {i[2]}, graph-replayed; floor = K and V bytes ÷ the "
+                            "run's measured read bandwidth. Each shape's rows come from the newest run that measured "
+                            "it, all its implementations side by side in that run."),
+        header=["batch", "context", "impl", "median µs", "IQR µs", "floor µs", "% of floor"],
+        row=lambda x: (x["B"], x["ctx"], x["impl"], x["median_us"], x["iqr_us"], x["floor_us"], x["pct_floor"]),
+        extra=read)
+    out += _merged_tables(
+        recs, "bench-linear",
+        lambda r: {((r["model"], r["dtype"]), T, op): rows
+                   for (op, T), rows in _group(r["rows"], lambda x: (x["op"], x["T"])).items()},
+        heading="Decode GEMVs: dense projections and lm_head (`benchmarks/bench_linear.py`)",
+        preamble=lambda i: (f"{i[0]}, {i[1]}, graph-replayed, weights rotated past the L2; floor = bytes ÷ the run's "
+                            "measured read bandwidth. Each (op, T)'s rows come from the newest run that measured it."),
+        header=["op", "T", "N", "K", "impl", "median µs", "IQR µs", "floor µs", "% of floor", "× moelab"],
+        row=lambda x: (x["op"], x["T"], x["N"], x["K"], x["impl"], x["median_us"], x["iqr_us"], x["floor_us"],
+                       x["pct_floor"], x.get("moelab_x")),
+        order=lambda c, first: (c[1], first[c]), extra=read)
     profiles = [(n, dict(r, kind="profile")) for n, r in recs if str(r.get("kind", "")).startswith("profile-")]
     for name, r in _newest(profiles, "profile", key=lambda r: (r.get("model"), r.get("tp"), r.get("batch"))):
         pc = r["per_ctx"][0]
@@ -280,26 +289,18 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
     # End to end: each (batch, implementation) from the newest run that measured it. The baselines (transformers eager
     # and compiled, moelab's eager reference) run ~0.05-0.2 s a token and are not re-run with every change of moelab's
     # kernels, so their rows may come from another run than moelab's: the `run` column says which.
-    def dec_cells(r):
-        return {((r["model"], r["prompt_len"], r["new_tokens"]), x["batch"], x["row"]): [x] for x in r["rows"]}
-
-    cells, runs = _newest_cells(recs, "bench-decode", dec_cells)
-    row_order: dict[str, int] = {}
-    for _, r in runs:
-        for x in r["rows"]:
-            row_order.setdefault(x["row"], len(row_order))
-    for ident in sorted({c[0] for c in cells}):
-        mine = sorted((c for c in cells if c[0] == ident), key=lambda c: (c[1], row_order[c[2]]))
-        out.append(f"### End-to-end decode (`benchmarks/bench_decode.py`)\n\n{ident[0]}, random bf16 weights, prompt "
-                   f"{ident[1]}, up to {ident[2]} new tokens (the eager rows time fewer: they run ~100 ms a token). Each "
-                   "row comes from the newest run that measured it; rows of different runs were measured in different "
-                   "processes.\n")
-        out += [_md_table(["batch", "implementation", "tokens timed", "ms per step", "tokens/s", "% of floor",
-                           "spread %", "prefill logits rel err vs transformers", "run"],
-                          [(x["batch"], x["row"], x.get("new_tokens"), x.get("decode_ms_per_token"), x.get("tokens_per_s"),
-                            x.get("pct_of_floor"), x.get("decode_spread_pct"), x.get("prefill_logits_rel_err_vs_hf"),
-                            f"[{cells[c][1]}]") for c in mine for x in cells[c][0]]), "",
-                _runs_list([runs[i - 1] for i in sorted({cells[c][1] for c in mine})]), ""]
+    out += _merged_tables(
+        recs, "bench-decode",
+        lambda r: {((r["model"], r["prompt_len"], r["new_tokens"]), x["batch"], x["row"]): [x] for x in r["rows"]},
+        heading="End-to-end decode (`benchmarks/bench_decode.py`)",
+        preamble=lambda i: (f"{i[0]}, random bf16 weights, prompt {i[1]}, up to {i[2]} new tokens (the eager rows time "
+                            "fewer: they run ~100 ms a token). Each row comes from the newest run that measured it; "
+                            "rows of different runs were measured in different processes."),
+        header=["batch", "implementation", "tokens timed", "ms per step", "tokens/s", "% of floor", "spread %",
+                "prefill logits rel err vs transformers"],
+        row=lambda x: (x["batch"], x["row"], x.get("new_tokens"), x.get("decode_ms_per_token"), x.get("tokens_per_s"),
+                       x.get("pct_of_floor"), x.get("decode_spread_pct"), x.get("prefill_logits_rel_err_vs_hf")),
+        order=lambda c, first: (c[1], first[c]))
     for name, r in _newest(recs, "verify-moe"):
         out.append(f"### `moelab verify` on the second worklog's MoE problems\n\n{_env_line(r['env'])} — `{name}`\n")
         keys = list(r["rows"][0].keys()) if r["rows"] else []
