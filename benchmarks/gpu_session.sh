@@ -1109,6 +1109,14 @@ case "${1:?stage A to G}" in
     run gpu-tests 240 python -m pytest tests/kernels/test_moe.py -k "graph or route or block" -q -p no:cacheprovider --tb=short -rf
     run sweep-route-pdl 300 python benchmarks/sweep_moe.py --mode block --route-pdl --shapes qwen3,qwen35,shard35 --tokens 1,2,4,8,16 --samples 10
     ;;
+  EB) # session 26 (no GPU that session): the Gated DeltaNet decode kernels (kernels/gdn.py: conv, recurrence, gated
+      # norm, one launch each), tested on the CPU and compiled for sm_90, never run on a GPU. Predicted at Qwen3.5's tp=4
+      # shard, batch 1: conv 14.7 -> 2-3 us, recurrence 61 -> 2.5-4, gated norm 20.5 -> 2-3 (each a latency-bound
+      # launch: the recurrence streams 1 MB of fp32 state, 0.23 us of bandwidth); the profile's moelab sum 4.81 ->
+      # ~2.2 ms a step, and its chained step 3.83 -> 1.2-1.5 ms.
+    run gpu-tests 240 python -m pytest tests/kernels/test_gdn.py tests/profile -q -p no:cacheprovider --tb=short -rf
+    run profile-tp4 240 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --samples 10 --impl eager,compile,moelab --save
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -322,6 +322,18 @@ for _name in ("attention_split", "attention_split_kv"):
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["route_grouped"]
 SM90_JOBS["route_trigger"] = (_module, _kernel, _types, dict(_consts, E_PAD=128, SCORING=0, HAS_BIAS=False, N_GROUP=1,
                                                              TOPK_GROUP=1, TRIGGER=True), *_rest)
+# The Gated DeltaNet decode kernels at Qwen3.5-35B-A3B's tp=4 shapes (session 26).
+SM90_JOBS["gdn_conv"] = ("gdn", "_gdn_conv_kernel", {"x_ptr": "*bf16", "st_ptr": "*bf16", "w_ptr": "*bf16",
+                                                     "o_ptr": "*bf16"},
+                         {"K": 4, "K_PAD": 4, "BLOCK_C": 128}, ["C", "s_xb", "s_sb", "s_sc"])
+SM90_JOBS["gdn_recurrence"] = ("gdn", "_gdn_recurrence_kernel",
+                               {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "b_ptr": "*bf16", "a_ptr": "*bf16",
+                                "alog_ptr": "*bf16", "dtb_ptr": "*bf16", "s_ptr": "*fp32", "o_ptr": "*bf16",
+                                "scale": "fp32"},
+                               {"REP": 2, "DK_PAD": 128, "BLOCK_V": 32}, ["DK", "DV"])
+SM90_JOBS["gdn_norm_gate"] = ("gdn", "_gdn_norm_gate_kernel", {"o_ptr": "*bf16", "z_ptr": "*bf16", "w_ptr": "*bf16",
+                                                               "out_ptr": "*bf16", "eps": "fp32"},
+                              {"DV_PAD": 128, "PROD": 2}, ["DV"])
 # The same PDL-launched ($MOELAB_ROUTE_PDL, session 26): it waits for the kernel before it, then reads the logits.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["route_trigger"]
 SM90_JOBS["route_pdl"] = (_module, _kernel, _types, dict(_consts, USE_PDL=True), *_rest)

@@ -80,7 +80,7 @@ def _print(result: dict[str, Any]) -> None:
                       f"{result['dtype']}, on {result['gpu']}", headers=headers,
           caption="µs per call (graph = CUDA-graph replayed: the kernels alone; host = launched from Python); "
                   "launches counted by torch.profiler. * estimated, not measured; † torch in every column "
-                  "(no kernel needed); ‡ plain-torch Gated DeltaNet reference")
+                  "(no kernel needed); ‡ Gated DeltaNet (moelab: kernels/gdn.py)")
     brows = []
     for g in GROUPS:
         r = {"group": g}

@@ -27,7 +27,7 @@ class Op:
 REGISTRY: dict[str, Op] = {}
 
 # Modules that register ops when imported.
-_MODULES = ["moe", "norm", "rope", "attention", "linear", "sample"]
+_MODULES = ["moe", "norm", "rope", "attention", "linear", "sample", "gdn"]
 
 
 def register(name: str, reference: Callable, kernel: Callable | None = None, doc: str = "") -> Op:

@@ -12,8 +12,8 @@ Three implementations, side by side (DESIGN.md):
                and say so. Where the engine runs the post-attention norm inside the router's launch (batch 1:
                `engine.model.norm_router_max_t()`), the chained step does too; the per-op table times the norm
                and the router as the two units they are otherwise.
-Gated DeltaNet ops (hybrid models) have no kernel yet: every column runs the same plain-torch
-reference of this file, marked as such.
+Gated DeltaNet ops (hybrid models): eager and compile run the plain-torch references of `moelab.ops.gdn`, moelab
+its kernels (`kernels/gdn.py`, one launch each); the decode engine does not run these families yet.
 
 `Dims` turns a ModelSpec into one tensor-parallel rank's sizes; `LayerFns(impl, dims)` holds the
 callables one layer runs (shared by the per-op units and the chained step in `step.py`, so both time
@@ -40,7 +40,8 @@ from moelab.ops.linear import dense_for
 
 IMPLS = ("eager", "compile", "moelab")
 TORCH_NOTE = "torch (cuBLAS / ATen) in every column: no moelab kernel is needed or written for it"
-GDN_NOTE = "plain-torch reference in every column: no Gated DeltaNet kernel yet"
+GDN_NOTE = ("Gated DeltaNet: eager = the plain-torch reference (moelab.ops.gdn); moelab = one launch "
+            "(kernels/gdn.py)")
 OFFSET_NORM_TYPES = ("qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")  # RMSNorm weight applied as (1 + w)
 
 
@@ -119,7 +120,7 @@ def dims(spec: ModelSpec, batch: int, ctx: int, tp: int) -> Dims:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Plain-torch pieces: HF-style eager code, and the Gated DeltaNet reference.
+# Plain-torch pieces: HF-style eager code (the Gated DeltaNet references are moelab.ops.gdn's).
 
 def hf_route(logits: torch.Tensor, k: int, renorm: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Qwen/Mixtral routing as transformers writes it: softmax in fp32, top-k, renormalise."""
@@ -149,37 +150,6 @@ def swiglu(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor) -> torch.Tensor
     return F.linear(F.silu(gate) * up, w2)
 
 
-def gdn_conv(x: torch.Tensor, state: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Causal depthwise conv, one decode token: x [B, C], state [B, C, K-1] (updated in place),
-    w [C, K] -> SiLU(conv) [B, C]."""
-    window = torch.cat((state, x[:, :, None]), dim=-1)  # [B, C, K]
-    state.copy_(window[:, :, 1:])
-    return F.silu((window.float() * w.float()).sum(-1)).to(x.dtype)
-
-
-def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state):
-    """The gated delta rule for one token (transformers' torch recurrent path). q, k [B, Hk, Dk];
-    v [B, Hv, Dv]; b, a [B, Hv]; a_log, dt_bias [Hv]; state [B, Hv, Dk, Dv] fp32 (updated in place).
-        g = −exp(A_log)·softplus(a + dt_bias),  β = sigmoid(b),  q, k L2-normalised, q scaled by Dk^−½
-        S ← S·e^g;  S ← S + k ⊗ β(v − kᵀS);  o = qᵀS                 -> o [B, Hv, Dv] in v's dtype."""
-    rep = v.shape[1] // q.shape[1]
-    qf = F.normalize(q.float(), dim=-1).repeat_interleave(rep, dim=1) * q.shape[-1] ** -0.5
-    kf = F.normalize(k.float(), dim=-1).repeat_interleave(rep, dim=1)
-    g = -a_log.float().exp() * F.softplus(a.float() + dt_bias.float())  # [B, Hv]
-    beta = torch.sigmoid(b.float())
-    state.mul_(g.exp()[:, :, None, None])
-    kv = (state * kf[..., None]).sum(-2)  # [B, Hv, Dv]
-    state.add_(kf[..., None] * ((v.float() - kv) * beta[..., None])[:, :, None, :])
-    return (state * qf[..., None]).sum(-2).to(v.dtype)
-
-
-def gdn_norm_gate(o: torch.Tensor, z: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm(o) per head · SiLU(z) (Qwen3-Next's gated norm); o, z [B, Hv, Dv] -> [B, Hv·Dv]."""
-    h = o.float()
-    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    return ((w * h.to(o.dtype)).float() * F.silu(z.float())).to(o.dtype).flatten(1)
-
-
 def output_gate(out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
     return out * torch.sigmoid(gate)
 
@@ -198,6 +168,9 @@ class LayerFns:
         self._rmsnorm = ops.get("rmsnorm", impl)
         self._norm_rope_kv = ops.get("qk_norm_rope_kv", impl)  # the engine's q/k prologue + KV append
         self.dense = dense_for(impl)  # the dense projections, as the engine runs them
+        self.gdn_conv = ops.get("gdn_conv", impl)  # Gated DeltaNet: the references, or one launch each
+        self.gdn_recurrence = ops.get("gdn_recurrence", impl)
+        self.gdn_norm_gate = ops.get("gdn_norm_gate", impl)
         if impl == "moelab":
             self._attn = ops.get("decode_attention", "moelab")
             self._attn_kv = ops.get("decode_attention_kv", "moelab")
@@ -444,16 +417,16 @@ def build_units(spec: ModelSpec, graph: list[Op], d: Dims, device: torch.device,
             add("mlp", op.group, ("mlp.gate_up", "mlp.down"), same(swiglu),
                 lambda i: (r.t(d.B, d.H), r.w(2 * d.dense_I, d.H), r.w(d.H, d.dense_I)), TORCH_NOTE, True)
         elif n == "gdn.conv":
-            add(n, op.group, (n,), same(gdn_conv),
-                lambda i: (r.t(d.B, d.gdn_ch), r.t(d.B, d.gdn_ch, d.conv - 1), r.w(d.gdn_ch, d.conv)), GDN_NOTE, True)
+            add(n, op.group, (n,), {i: f.gdn_conv for i, f in fns.items()},
+                lambda i: (r.t(d.B, d.gdn_ch), r.t(d.B, d.gdn_ch, d.conv - 1), r.w(d.gdn_ch, d.conv)), GDN_NOTE)
         elif n == "gdn.recurrence":
-            add(n, op.group, (n,), same(gdn_recurrence),
+            add(n, op.group, (n,), {i: f.gdn_recurrence for i, f in fns.items()},
                 lambda i: (r.t(d.B, d.nk, d.dk), r.t(d.B, d.nk, d.dk), r.t(d.B, d.nv, d.dv), r.t(d.B, d.nv),
                            r.t(d.B, d.nv), r.t(d.nv, scale=0.1), r.t(d.nv, scale=0.1),
-                           r.t(d.B, d.nv, d.dk, d.dv, scale=0.01, dtype=torch.float32)), GDN_NOTE, True)
+                           r.t(d.B, d.nv, d.dk, d.dv, scale=0.01, dtype=torch.float32)), GDN_NOTE)
         elif n == "gdn.norm_gate":
-            add(n, op.group, (n,), same(gdn_norm_gate),
-                lambda i: (r.t(d.B, d.nv, d.dv), r.t(d.B, d.nv, d.dv), 1.0 + 0.1 * r.t(d.dv), d.eps), GDN_NOTE, True)
+            add(n, op.group, (n,), {i: f.gdn_norm_gate for i, f in fns.items()},
+                lambda i: (r.t(d.B, d.nv, d.dv), r.t(d.B, d.nv, d.dv), 1.0 + 0.1 * r.t(d.dv), d.eps), GDN_NOTE)
         elif n == "sample.argmax":
             add(n, op.group, (n,), same(lambda logits: logits.argmax(-1)), lambda i: (r.t(d.B, d.vocab),),
                 TORCH_NOTE, True)

@@ -74,14 +74,19 @@ def rel_err(got: Any, ref: Any) -> float:
     return max(errs, default=0.0)
 
 
+def _copies(args) -> tuple:
+    """The tensors of an argument set cloned (the Gated DeltaNet states, the KV caches are written in place)."""
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
 def _measure_unit(unit: Unit, impls: tuple[str, ...], meter: Meter, spec: ModelSpec, tick) -> dict[str, Any]:
     sets = [unit.make_args(i) for i in range(timing.sets_for_l2(unit.bytes_per_set))]
     out: dict[str, Any] = {}
     # moelab against the plain-torch callable on the same inputs, before any timing: a fast wrong kernel
     # must show here. (Torch-only units run the same code in every column: nothing to compare.)
     err = None
-    if "moelab" in impls and not unit.torch_only:
-        err = rel_err(unit.fns["moelab"](*sets[0]), unit.fns["eager"](*sets[0]))
+    if "moelab" in impls and not unit.torch_only:  # each on its own copy: some ops update a state in place
+        err = rel_err(unit.fns["moelab"](*_copies(sets[0])), unit.fns["eager"](*_copies(sets[0])))
     for impl in impls:
         fn = _fn(unit, impl, meter)
         r: dict[str, Any] = {}
@@ -258,7 +263,8 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
                      f"are estimated (bytes on the wire / {ceilings.interconnect_gbps or 0:,.0f} GB/s + "
                      f"{roofline.DEFAULT_COMM_LATENCY_US:g} µs per call), not measured")
     if any(spec.layer_types[i] == "linear_attention" for i in range(spec.layers)):
-        notes.append("Gated DeltaNet ops run a plain-torch reference in every column (no kernel yet)")
+        notes.append("Gated DeltaNet ops: eager and compile run the plain-torch references, moelab one launch each "
+                     "(conv, recurrence, gated norm); the in/out projections run torch in every column")
     if spec.qk_norm == "head":
         notes.append("q/k RMSNorm, RoPE and the KV append run inside decode attention (qk_norm_rope+attention, as the "
                      "engine runs them) and count in attention, not in norms")

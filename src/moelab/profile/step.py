@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from moelab.engine.model import norm_router_max_t
 from moelab.kernels.router import fused_router_max_t
 from moelab.models import ModelSpec
-from moelab.profile.impls import Dims, LayerFns, Rand, gdn_conv, gdn_norm_gate, gdn_recurrence, output_gate, swiglu
+from moelab.profile.impls import Dims, LayerFns, Rand, output_gate, swiglu
 
 
 def layer_bytes(spec: ModelSpec, d: Dims, i: int, elt: int = 2) -> int:
@@ -132,11 +132,11 @@ class ChainedStep:
         d = self.d
         qk, v_, z, b, a = F.linear(x, w["in_proj"]).split(
             [2 * d.nk * d.dk, d.nv * d.dv, d.nv * d.dv, d.nv, d.nv], dim=-1)
-        mixed = gdn_conv(torch.cat((qk, v_), dim=-1), w["conv_state"], w["conv_w"])
+        mixed = self.f.gdn_conv(torch.cat((qk, v_), dim=-1), w["conv_state"], w["conv_w"])
         q, k, v = mixed.split([d.nk * d.dk, d.nk * d.dk, d.nv * d.dv], dim=-1)
-        o = gdn_recurrence(q.reshape(d.B, d.nk, d.dk), k.reshape(d.B, d.nk, d.dk), v.reshape(d.B, d.nv, d.dv),
+        o = self.f.gdn_recurrence(q.reshape(d.B, d.nk, d.dk), k.reshape(d.B, d.nk, d.dk), v.reshape(d.B, d.nv, d.dv),
                            b, a, w["a_log"], w["dt_bias"], w["state"])
-        o = gdn_norm_gate(o, z.reshape(d.B, d.nv, d.dv), w["norm"], d.eps)
+        o = self.f.gdn_norm_gate(o, z.reshape(d.B, d.nv, d.dv), w["norm"], d.eps)
         return F.linear(o, w["out_proj"])
 
     def _mlp(self, x: torch.Tensor, w: dict) -> torch.Tensor:

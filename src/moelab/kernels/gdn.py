@@ -1,0 +1,206 @@
+"""Gated DeltaNet decode (Qwen3-Next, Qwen3.5): one token's causal conv, recurrence and gated norm, a launch each.
+
+References and contracts: `moelab.ops.gdn`. The three are the linear-attention layer's small ops between its input
+and output projections; as plain torch they are ~55 kernel launches a layer (moelab profile, H200, session 22:
+conv 8 launches 14.7 µs, recurrence 33 launches 61 µs, gated norm 13 launches 20.5 µs at Qwen3.5-35B-A3B, tp=4).
+
+Napkin math, Qwen3.5-35B-A3B at tp=4, batch 1 (value heads Hv=8, key heads Hk=4, Dk=Dv=128, conv K=4, 3,072 conv
+channels), bf16 activations, fp32 recurrent state:
+  * conv: reads x (6 KB), the conv state (18 KB) and the weights (24 KB); writes the state and the output: ~70 KB,
+    ~6 FLOPs a channel: latency-bound (~15 ns of bandwidth at 4.6 TB/s);
+  * recurrence: the state, Hv·Dk·Dv·4 B = 512 KB, read and written (1 MB, ~0.22 µs), plus q, k, v (~4 KB);
+    ~6·Hv·Dk·Dv ≈ 0.8 MFLOP: ~1 FLOP a byte, bandwidth- and latency-bound;
+  * gated norm: o and z (4 KB) in, 2 KB out: latency-bound.
+All three run in one launch each; the recurrence splits each head's Dv columns over programs (every column of the
+state updates on its own: kᵀS, the delta and qᵀS are per column), so a batch-1 call still has Hv·Dv/BLOCK_V
+programs streaming the state.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from moelab.kernels import cdiv, check_device, next_pow2
+
+_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_PROD = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+
+
+@triton.jit
+def _gdn_conv_kernel(x_ptr, st_ptr, w_ptr, o_ptr, C, s_xb, s_sb, s_sc, s_wc, s_ob,
+                     K: tl.constexpr, K_PAD: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Program (row b, block of channels): window = [state[c, 0..K-2], x[c]]; out = SiLU(Σ_j window·w[c, j]) in
+    fp32, rounded to x's dtype; state[c] ← window[1..K-1] (taken from registers: no load after a store)."""
+    bi = tl.program_id(0)
+    offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    mc = offs_c < C
+    offs_j = tl.arange(0, K_PAD)
+    st = tl.load(st_ptr + bi * s_sb + offs_c[:, None] * s_sc + offs_j[None, :],
+                 mask=mc[:, None] & (offs_j[None, :] < K - 1), other=0.0)
+    x = tl.load(x_ptr + bi * s_xb + offs_c, mask=mc, other=0.0)
+    win = tl.where(offs_j[None, :] == K - 1, x[:, None], st)  # [BLOCK_C, K_PAD], x's dtype
+    w = tl.load(w_ptr + offs_c[:, None] * s_wc + offs_j[None, :], mask=mc[:, None] & (offs_j[None, :] < K), other=0.0)
+    acc = tl.sum(win.to(tl.float32) * w.to(tl.float32), axis=1)
+    out = acc / (1.0 + tl.exp(-acc))
+    tl.store(o_ptr + bi * s_ob + offs_c, out.to(o_ptr.dtype.element_ty), mask=mc)
+    # new[c, j] = win[c, j + 1]: a select over a [BLOCK_C, K_PAD, K_PAD] tile (K is 4: 16 values a channel)
+    sel = offs_j[None, None, :] == offs_j[None, :, None] + 1
+    new = tl.sum(tl.where(sel, win.to(tl.float32)[:, None, :], 0.0), axis=2)
+    tl.store(st_ptr + bi * s_sb + offs_c[:, None] * s_sc + offs_j[None, :], new.to(st_ptr.dtype.element_ty),
+             mask=mc[:, None] & (offs_j[None, :] < K - 1))
+
+
+@triton.jit
+def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr, s_ptr, o_ptr,
+                           HV, DK, DV, s_qb, s_qh, s_kb, s_kh, s_vb, s_vh, s_bb, s_ab, s_ob, s_oh, scale,
+                           REP: tl.constexpr, DK_PAD: tl.constexpr, BLOCK_V: tl.constexpr):
+    """Program (row b · value head h, block of BLOCK_V state columns), all in fp32:
+        g = −exp(A_log[h])·softplus(a + dt_bias[h]), β = sigmoid(b), q̂ = q/‖q‖·Dk^−½, k̂ = k/‖k‖ (key head h // REP)
+        S ← S·e^g;  S ← S + k̂ ⊗ β(v − k̂ᵀS);  o = q̂ᵀS   (S: the [Dk, BLOCK_V] slice, read once, written once)."""
+    pid = tl.program_id(0)
+    bi = pid // HV
+    hv = pid % HV
+    hk = hv // REP
+    offs_k = tl.arange(0, DK_PAD)
+    mk = offs_k < DK
+    offs_v = tl.program_id(1) * BLOCK_V + tl.arange(0, BLOCK_V)
+    mv = offs_v < DV
+    base = s_ptr + (bi * HV + hv).to(tl.int64) * DK * DV
+    ptrs = base + offs_k[:, None] * DV + offs_v[None, :]
+    m2 = mk[:, None] & mv[None, :]
+    S = tl.load(ptrs, mask=m2, other=0.0)  # the state first: it is the stream
+    q = tl.load(q_ptr + bi * s_qb + hk * s_qh + offs_k, mask=mk, other=0.0).to(tl.float32)
+    k = tl.load(k_ptr + bi * s_kb + hk * s_kh + offs_k, mask=mk, other=0.0).to(tl.float32)
+    v = tl.load(v_ptr + bi * s_vb + hv * s_vh + offs_v, mask=mv, other=0.0).to(tl.float32)
+    qn = q / tl.maximum(tl.sqrt(tl.sum(q * q, axis=0)), 1e-12) * scale
+    kn = k / tl.maximum(tl.sqrt(tl.sum(k * k, axis=0)), 1e-12)
+    x = tl.load(a_ptr + bi * s_ab + hv).to(tl.float32) + tl.load(dtb_ptr + hv).to(tl.float32)
+    softplus = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))  # torch's threshold of 20
+    g = -tl.exp(tl.load(alog_ptr + hv).to(tl.float32)) * softplus
+    beta = 1.0 / (1.0 + tl.exp(-tl.load(b_ptr + bi * s_bb + hv).to(tl.float32)))
+    S = S * tl.exp(g)
+    kv = tl.sum(S * kn[:, None], axis=0)  # [BLOCK_V]
+    S = S + kn[:, None] * ((v - kv) * beta)[None, :]
+    tl.store(ptrs, S, mask=m2)
+    o = tl.sum(S * qn[:, None], axis=0)
+    tl.store(o_ptr + bi * s_ob + hv * s_oh + offs_v, o.to(o_ptr.dtype.element_ty), mask=mv)
+
+
+@triton.jit
+def _gdn_norm_gate_kernel(o_ptr, z_ptr, w_ptr, out_ptr, DV, s_ob, s_oh, s_zb, s_zh, s_outb, HV, eps,
+                          DV_PAD: tl.constexpr, PROD: tl.constexpr):
+    """Program (row b · head h): RMSNorm of o[b, h] in fp32, rounded to o's dtype, times w (in the promoted dtype of
+    w and o: PROD 0 fp32, 1 fp16, 2 bf16), times SiLU(z) in fp32, rounded to o's dtype into out[b, h·Dv:]."""
+    pid = tl.program_id(0)
+    bi = pid // HV
+    hv = pid % HV
+    offs = tl.arange(0, DV_PAD)
+    m = offs < DV
+    o = tl.load(o_ptr + bi * s_ob + hv * s_oh + offs, mask=m, other=0.0)
+    h = o.to(tl.float32)
+    h = h * tl.rsqrt(tl.sum(h * h, axis=0) / DV + eps)
+    p = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32) * h.to(o.dtype).to(tl.float32)
+    if PROD == 1:
+        p = p.to(tl.float16).to(tl.float32)
+    elif PROD == 2:
+        p = p.to(tl.bfloat16).to(tl.float32)
+    z = tl.load(z_ptr + bi * s_zb + hv * s_zh + offs, mask=m, other=0.0).to(tl.float32)
+    out = p * (z / (1.0 + tl.exp(-z)))
+    tl.store(out_ptr + bi * s_outb + hv * DV + offs, out.to(out_ptr.dtype.element_ty), mask=m)
+
+
+def _last_contiguous(name: str, t: torch.Tensor) -> None:
+    if t.stride(-1) != 1:
+        raise ValueError(f"{name} must be contiguous in its last dimension (stride {t.stride()})")
+
+
+def _dtype(name: str, t: torch.Tensor) -> None:
+    if t.dtype not in _DTYPES:
+        raise ValueError(f"{name} must be float16, bfloat16 or float32, not {t.dtype}")
+
+
+def gdn_conv(x: torch.Tensor, state: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Causal depthwise conv of one decode token + SiLU: x [B, C], state [B, C, K-1] (x's dtype, updated in place),
+    w [C, K] -> [B, C] in x's dtype. Contract as `moelab.ops.gdn.gdn_conv_reference`."""
+    check_device(x, "gdn_conv: x")
+    if x.dim() != 2 or w.dim() != 2 or state.dim() != 3:
+        raise ValueError(f"gdn_conv: x must be [B, C], state [B, C, K-1], w [C, K]; got {tuple(x.shape)}, "
+                         f"{tuple(state.shape)}, {tuple(w.shape)}")
+    B, C = x.shape
+    K = w.shape[1]
+    if w.shape[0] != C or tuple(state.shape) != (B, C, K - 1) or K < 2:
+        raise ValueError(f"gdn_conv: with x [B={B}, C={C}] and w [C, K={K}] (K ≥ 2) the state must be "
+                         f"[{B}, {C}, {K - 1}], got {tuple(state.shape)} (w {tuple(w.shape)})")
+    for name, t in (("x", x), ("state", state), ("w", w)):
+        _dtype(f"gdn_conv: {name}", t)
+        _last_contiguous(f"gdn_conv: {name}", t)
+    if state.dtype != x.dtype or state.device != x.device or w.device != x.device:
+        raise ValueError(f"gdn_conv: state must be {x.dtype} on {x.device} as x is (got {state.dtype} on "
+                         f"{state.device}), w on {x.device} (got {w.device})")
+    out = torch.empty(B, C, dtype=x.dtype, device=x.device)
+    if B == 0 or C == 0:
+        return out
+    block = 128
+    _gdn_conv_kernel[(B, cdiv(C, block))](x, state, w, out, C, x.stride(0), state.stride(0), state.stride(1),
+                                          w.stride(0), out.stride(0), K=K, K_PAD=next_pow2(K), BLOCK_C=block,
+                                          num_warps=4)
+    return out
+
+
+def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state):
+    """The gated delta rule for one token: q, k [B, Hk, Dk]; v [B, Hv, Dv] (Hv a multiple of Hk); b, a [B, Hv];
+    a_log, dt_bias [Hv]; state [B, Hv, Dk, Dv] fp32, contiguous, updated in place -> o [B, Hv, Dv] in v's dtype.
+    Contract as `moelab.ops.gdn.gdn_recurrence_reference`."""
+    check_device(v, "gdn_recurrence: v")
+    if q.dim() != 3 or k.shape != q.shape or v.dim() != 3 or v.shape[0] != q.shape[0]:
+        raise ValueError(f"gdn_recurrence: q and k must be [B, Hk, Dk] alike and v [B, Hv, Dv]; got q "
+                         f"{tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+    B, HK, DK = q.shape
+    HV, DV = v.shape[1], v.shape[2]
+    if HK == 0 or HV % HK:
+        raise ValueError(f"gdn_recurrence: the value heads ({HV}) must be a multiple of the key heads ({HK})")
+    for name, t, shape in (("b", b, (B, HV)), ("a", a, (B, HV)), ("a_log", a_log, (HV,)), ("dt_bias", dt_bias, (HV,)),
+                           ("state", state, (B, HV, DK, DV))):
+        if tuple(t.shape) != shape:
+            raise ValueError(f"gdn_recurrence: {name} must be {list(shape)}, got {list(t.shape)}")
+        if t.device != v.device:
+            raise ValueError(f"gdn_recurrence: {name} is on {t.device}, v on {v.device}")
+    if state.dtype != torch.float32 or not state.is_contiguous():
+        raise ValueError(f"gdn_recurrence: state must be a contiguous float32 tensor (got {state.dtype}, "
+                         f"contiguous={state.is_contiguous()})")
+    for name, t in (("q", q), ("k", k), ("v", v), ("b", b), ("a", a), ("a_log", a_log), ("dt_bias", dt_bias)):
+        _dtype(f"gdn_recurrence: {name}", t)
+        _last_contiguous(f"gdn_recurrence: {name}", t)
+    o = torch.empty(B, HV, DV, dtype=v.dtype, device=v.device)
+    if B == 0:
+        return o
+    block_v = min(32, next_pow2(DV))
+    _gdn_recurrence_kernel[(B * HV, cdiv(DV, block_v))](
+        q, k, v, b, a, a_log, dt_bias, state, o, HV, DK, DV, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
+        v.stride(0), v.stride(1), b.stride(0), a.stride(0), o.stride(0), o.stride(1), DK ** -0.5,
+        REP=HV // HK, DK_PAD=next_pow2(DK), BLOCK_V=block_v, num_warps=4)
+    return o
+
+
+def gdn_norm_gate(o: torch.Tensor, z: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm(o) per head · w · SiLU(z) (Qwen3-Next's gated norm): o, z [B, Hv, Dv], w [Dv] -> [B, Hv·Dv] in o's
+    dtype. Contract as `moelab.ops.gdn.gdn_norm_gate_reference`."""
+    check_device(o, "gdn_norm_gate: o")
+    if o.dim() != 3 or z.shape != o.shape or tuple(w.shape) != (o.shape[2],):
+        raise ValueError(f"gdn_norm_gate: o and z must be [B, Hv, Dv] alike and w [Dv]; got o {tuple(o.shape)}, "
+                         f"z {tuple(z.shape)}, w {tuple(w.shape)}")
+    for name, t in (("o", o), ("z", z), ("w", w)):
+        _dtype(f"gdn_norm_gate: {name}", t)
+        _last_contiguous(f"gdn_norm_gate: {name}", t)
+        if t.device != o.device:
+            raise ValueError(f"gdn_norm_gate: {name} is on {t.device}, o on {o.device}")
+    B, HV, DV = o.shape
+    out = torch.empty(B, HV * DV, dtype=o.dtype, device=o.device)
+    if B == 0 or HV == 0:
+        return out
+    _gdn_norm_gate_kernel[(B * HV,)](o, z, w, out, DV, o.stride(0), o.stride(1), z.stride(0), z.stride(1),
+                                     out.stride(0), HV, float(eps), DV_PAD=next_pow2(DV),
+                                     PROD=_PROD[torch.promote_types(w.dtype, o.dtype)], num_warps=4)
+    return out

@@ -1,0 +1,56 @@
+"""Gated DeltaNet decode ops (the linear-attention layers of Qwen3-Next and Qwen3.5): plain-torch references and
+their registration. One decode token per sequence; the states live in the caller's cache and are updated in place.
+
+The references follow transformers' torch paths for these models: the causal depthwise conv's decode update, the
+recurrent gated delta rule, and the gated RMSNorm (`Qwen3NextRMSNormGated`: normalise in fp32, round to the
+activation dtype, multiply by the weight in the promoted dtype, times SiLU of the gate in fp32, round once more).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from moelab import ops
+from moelab.kernels.gdn import gdn_conv as _conv_kernel
+from moelab.kernels.gdn import gdn_norm_gate as _norm_gate_kernel
+from moelab.kernels.gdn import gdn_recurrence as _recurrence_kernel
+
+
+def gdn_conv_reference(x: torch.Tensor, state: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Causal depthwise conv, one decode token: x [B, C], state [B, C, K-1] (updated in place),
+    w [C, K] -> SiLU(conv) [B, C]."""
+    window = torch.cat((state, x[:, :, None]), dim=-1)  # [B, C, K]
+    state.copy_(window[:, :, 1:])
+    return F.silu((window.float() * w.float()).sum(-1)).to(x.dtype)
+
+
+def gdn_recurrence_reference(q, k, v, b, a, a_log, dt_bias, state):
+    """The gated delta rule for one token (transformers' torch recurrent path). q, k [B, Hk, Dk];
+    v [B, Hv, Dv]; b, a [B, Hv]; a_log, dt_bias [Hv]; state [B, Hv, Dk, Dv] fp32 (updated in place).
+        g = −exp(A_log)·softplus(a + dt_bias),  β = sigmoid(b),  q, k L2-normalised, q scaled by Dk^−½
+        S ← S·e^g;  S ← S + k ⊗ β(v − kᵀS);  o = qᵀS                 -> o [B, Hv, Dv] in v's dtype."""
+    rep = v.shape[1] // q.shape[1]
+    qf = F.normalize(q.float(), dim=-1).repeat_interleave(rep, dim=1) * q.shape[-1] ** -0.5
+    kf = F.normalize(k.float(), dim=-1).repeat_interleave(rep, dim=1)
+    g = -a_log.float().exp() * F.softplus(a.float() + dt_bias.float())  # [B, Hv]
+    beta = torch.sigmoid(b.float())
+    state.mul_(g.exp()[:, :, None, None])
+    kv = (state * kf[..., None]).sum(-2)  # [B, Hv, Dv]
+    state.add_(kf[..., None] * ((v.float() - kv) * beta[..., None])[:, :, None, :])
+    return (state * qf[..., None]).sum(-2).to(v.dtype)
+
+
+def gdn_norm_gate_reference(o: torch.Tensor, z: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm(o) per head · SiLU(z) (Qwen3-Next's gated norm); o, z [B, Hv, Dv] -> [B, Hv·Dv]."""
+    h = o.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return ((w * h.to(o.dtype)).float() * F.silu(z.float())).to(o.dtype).flatten(1)
+
+
+ops.register("gdn_conv", gdn_conv_reference, _conv_kernel,
+             doc="Gated DeltaNet's causal depthwise conv + SiLU for one decode token; the conv state shifts in place.")
+ops.register("gdn_recurrence", gdn_recurrence_reference, _recurrence_kernel,
+             doc="The gated delta rule for one decode token; the fp32 recurrent state updates in place.")
+ops.register("gdn_norm_gate", gdn_norm_gate_reference, _norm_gate_kernel,
+             doc="Qwen3-Next's gated RMSNorm per value head: RMSNorm(o) · w · SiLU(z), flattened over the heads.")

@@ -1,0 +1,145 @@
+"""Gated DeltaNet decode kernels (conv, recurrence, gated norm) against the references of moelab.ops.gdn
+(CPU: the Triton interpreter; bf16 there is held to TOL, since the interpreter rounds fp32 -> bf16 toward zero)."""
+
+import pytest
+import torch
+
+from moelab import ops
+from moelab.kernels import gdn
+from moelab.ops.gdn import gdn_conv_reference, gdn_norm_gate_reference, gdn_recurrence_reference
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _rec_inputs(B, HK, HV, DK, DV, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+
+    def t(*s, scale=1.0):
+        return (torch.randn(*s, generator=g) * scale).to(dtype).to(DEV)
+
+    state = (torch.randn(B, HV, DK, DV, generator=g) * 0.1).to(DEV)
+    return (t(B, HK, DK), t(B, HK, DK), t(B, HV, DV), t(B, HV), t(B, HV), t(HV, scale=0.5), t(HV, scale=0.5), state)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("B,HK,HV,DK,DV", [(1, 4, 8, 128, 128),  # Qwen3.5-35B-A3B at tp=4
+                                           (3, 2, 4, 48, 40),     # odd head sizes, two value heads a key head
+                                           (2, 3, 3, 16, 130),    # one value head a key head, Dv past 4 blocks
+                                           (1, 1, 1, 1, 1)])
+def test_recurrence_matches_reference_over_steps(B, HK, HV, DK, DV, dtype, close):
+    """Three decode steps in a row: the outputs and the state carried in place stay with the reference's."""
+    *args, state = _rec_inputs(B, HK, HV, DK, DV, dtype)
+    s_ref, s_got = state.clone(), state.clone()
+    for step in range(3):
+        args[2] = args[2].roll(1, dims=-1)  # a new v each step
+        ref = gdn_recurrence_reference(*args, s_ref)
+        got = gdn.gdn_recurrence(*args, s_got)
+        close(got, ref)
+        close(s_got, s_ref, tol=1e-5)  # fp32 state: the same sums in another order
+
+
+def test_recurrence_takes_views_of_one_projection(close):
+    """As the profile's step (and a model) hands them over: q, k, v, b and a are slices of one projection's output,
+    strided in their rows."""
+    B, HK, HV, DK, DV = 2, 2, 4, 32, 24
+    g = torch.Generator().manual_seed(1)
+    proj = torch.randn(B, 2 * HK * DK + HV * DV + 2 * HV, generator=g).to(DEV)
+    q, k, v, b, a = proj.split([HK * DK, HK * DK, HV * DV, HV, HV], dim=-1)
+    q, k, v = q.reshape(B, HK, DK), k.reshape(B, HK, DK), v.reshape(B, HV, DV)
+    a_log, dt_bias = torch.randn(HV, generator=g).to(DEV), torch.randn(HV, generator=g).to(DEV)
+    state = (torch.randn(B, HV, DK, DV, generator=g) * 0.1).to(DEV)
+    s_ref = state.clone()
+    close(gdn.gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state),
+          gdn_recurrence_reference(q, k, v, b, a, a_log, dt_bias, s_ref))
+    close(state, s_ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("B,C,K", [(1, 3072, 4), (3, 100, 4), (2, 7, 3), (1, 5, 2)])
+def test_conv_matches_reference_and_shifts_the_state(B, C, K, dtype, close):
+    g = torch.Generator().manual_seed(C)
+    x = torch.randn(B, C, generator=g).to(dtype).to(DEV)
+    state = torch.randn(B, C, K - 1, generator=g).to(dtype).to(DEV)
+    w = (torch.randn(C, K, generator=g) * K ** -0.5).to(dtype).to(DEV)
+    s_ref, s_got = state.clone(), state.clone()
+    for _ in range(2):  # two tokens: the second reads the state the first shifted
+        close(gdn.gdn_conv(x, s_got, w), gdn_conv_reference(x, s_ref, w))
+        assert torch.equal(s_got, s_ref)  # a shift: no arithmetic, the same bits
+        x = x.flip(-1)
+
+
+@pytest.mark.parametrize("o_dtype,w_dtype", [(torch.float32, torch.float32), (torch.float16, torch.float16),
+                                             (torch.bfloat16, torch.bfloat16), (torch.bfloat16, torch.float32)])
+@pytest.mark.parametrize("B,HV,DV", [(1, 8, 128), (3, 5, 40)])
+def test_norm_gate_matches_reference(B, HV, DV, o_dtype, w_dtype, close):
+    """The weight's product is rounded in the promoted dtype of the weight and o, as HF's `weight * h.to(dtype)`."""
+    g = torch.Generator().manual_seed(HV)
+    o = (3 * torch.randn(B, HV, DV, generator=g)).to(o_dtype).to(DEV)
+    z = torch.randn(B, HV, DV, generator=g).to(o_dtype).to(DEV)
+    w = (1 + 0.1 * torch.randn(DV, generator=g)).to(w_dtype).to(DEV)
+    close(gdn.gdn_norm_gate(o, z, w, 1e-6), gdn_norm_gate_reference(o, z, w, 1e-6))
+
+
+def test_registered_kernels_are_these():
+    assert ops.get("gdn_conv", "moelab") is gdn.gdn_conv
+    assert ops.get("gdn_recurrence", "moelab") is gdn.gdn_recurrence
+    assert ops.get("gdn_norm_gate", "moelab") is gdn.gdn_norm_gate
+    assert ops.get("gdn_recurrence", "eager") is gdn_recurrence_reference
+
+
+def test_empty_batch():
+    *args, state = _rec_inputs(0, 2, 4, 8, 8, torch.float32)
+    assert gdn.gdn_recurrence(*args, state).shape == (0, 4, 8)
+    assert gdn.gdn_conv(torch.empty(0, 6, device=DEV), torch.empty(0, 6, 3, device=DEV),
+                        torch.ones(6, 4, device=DEV)).shape == (0, 6)
+    assert gdn.gdn_norm_gate(torch.empty(0, 2, 8, device=DEV), torch.empty(0, 2, 8, device=DEV),
+                             torch.ones(8, device=DEV), 1e-6).shape == (0, 16)
+
+
+def test_errors_name_what_is_wrong():
+    *args, state = _rec_inputs(1, 2, 4, 8, 8, torch.float32)
+    with pytest.raises(ValueError, match="state must be a contiguous float32"):
+        gdn.gdn_recurrence(*args, state.half())
+    with pytest.raises(ValueError, match=r"a_log must be \[4\]"):
+        gdn.gdn_recurrence(*args[:5], args[5][:3], args[6], state)
+    q, k, v = args[:3]
+    with pytest.raises(ValueError, match="value heads \\(3\\) must be a multiple of the key heads \\(2\\)"):
+        gdn.gdn_recurrence(q, k, v[:, :3], *args[3:], state)
+    with pytest.raises(ValueError, match="contiguous in its last dimension"):
+        gdn.gdn_recurrence(q.transpose(1, 2).contiguous().transpose(1, 2), k, *args[2:], state)
+    x, st, w = torch.randn(1, 6, device=DEV), torch.randn(1, 6, 3, device=DEV), torch.ones(6, 4, device=DEV)
+    with pytest.raises(ValueError, match=r"the state must be \[1, 6, 3\], got \(1, 6, 2\)"):
+        gdn.gdn_conv(x, st[..., :2], w)
+    with pytest.raises(ValueError, match="state must be torch.float32 on"):
+        gdn.gdn_conv(x, st.half(), w)
+    with pytest.raises(ValueError, match=r"w \[Dv\]"):
+        gdn.gdn_norm_gate(torch.randn(1, 2, 8, device=DEV), torch.randn(1, 2, 8, device=DEV),
+                          torch.ones(7, device=DEV), 1e-6)
+    with pytest.raises(ValueError, match="must be float16, bfloat16 or float32"):
+        gdn.gdn_norm_gate(torch.randn(1, 2, 8, device=DEV).double(), torch.randn(1, 2, 8, device=DEV).double(),
+                          torch.ones(8, device=DEV), 1e-6)
+
+
+@pytest.mark.parametrize("job", ["gdn_conv", "gdn_recurrence", "gdn_norm_gate"])
+def test_compiles_for_sm90(sm90, job):
+    """The interpreter does not compile: each kernel at Qwen3.5's tp=4 shapes, for an H100/H200."""
+    assert "error" not in sm90[job], sm90[job].get("error")
+    assert ".entry" in sm90[job]["ptx"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="bf16 rounding to nearest needs the GPU (the interpreter truncates)")
+def test_gpu_bf16_qwen35_shapes(close):
+    *args, state = _rec_inputs(1, 4, 8, 128, 128, torch.bfloat16, seed=5)
+    s_ref = state.clone()
+    for _ in range(4):
+        close(gdn.gdn_recurrence(*args, state), gdn_recurrence_reference(*args, s_ref))
+    close(state, s_ref, tol=1e-5)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(1, 3072, device="cuda", generator=g).bfloat16()
+    st = torch.randn(1, 3072, 3, device="cuda", generator=g).bfloat16()
+    w = torch.randn(3072, 4, device="cuda", generator=g).bfloat16() * 0.5
+    st2 = st.clone()
+    close(gdn.gdn_conv(x, st, w), gdn_conv_reference(x, st2, w))
+    assert torch.equal(st, st2)
