@@ -329,7 +329,7 @@ SM90_JOBS["gdn_conv"] = ("gdn", "_gdn_conv_kernel", {"x_ptr": "*bf16", "st_ptr":
 SM90_JOBS["gdn_recurrence"] = ("gdn", "_gdn_recurrence_kernel",
                                {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "b_ptr": "*bf16", "a_ptr": "*bf16",
                                 "alog_ptr": "*bf16", "dtb_ptr": "*bf16", "s_ptr": "*fp32", "o_ptr": "*bf16",
-                                "scale": "fp32"},
+                                "sqrt_dk": "fp32"},
                                {"REP": 2, "DK_PAD": 128, "BLOCK_V": 32}, ["DK", "DV"])
 SM90_JOBS["gdn_norm_gate"] = ("gdn", "_gdn_norm_gate_kernel", {"o_ptr": "*bf16", "z_ptr": "*bf16", "w_ptr": "*bf16",
                                                                "out_ptr": "*bf16", "eps": "fp32"},

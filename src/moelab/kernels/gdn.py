@@ -31,8 +31,9 @@ _PROD = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 @triton.jit
 def _gdn_conv_kernel(x_ptr, st_ptr, w_ptr, o_ptr, C, s_xb, s_sb, s_sc, s_wc, s_ob,
                      K: tl.constexpr, K_PAD: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Program (row b, block of channels): window = [state[c, 0..K-2], x[c]]; out = SiLU(Σ_j window·w[c, j]) in
-    fp32, rounded to x's dtype; state[c] ← window[1..K-1] (taken from registers: no load after a store)."""
+    """Program (row b, block of channels): window = [state[c, 0..K-2], x[c]] in w's dtype; the sum Σ_j window·w[c, j]
+    in fp32 rounded to w's dtype, SiLU in fp32 rounded to w's dtype, then x's (transformers' rounding);
+    state[c] ← window[1..K-1] (taken from registers: no load after a store)."""
     bi = tl.program_id(0)
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     mc = offs_c < C
@@ -40,10 +41,10 @@ def _gdn_conv_kernel(x_ptr, st_ptr, w_ptr, o_ptr, C, s_xb, s_sb, s_sc, s_wc, s_o
     st = tl.load(st_ptr + bi * s_sb + offs_c[:, None] * s_sc + offs_j[None, :],
                  mask=mc[:, None] & (offs_j[None, :] < K - 1), other=0.0)
     x = tl.load(x_ptr + bi * s_xb + offs_c, mask=mc, other=0.0)
-    win = tl.where(offs_j[None, :] == K - 1, x[:, None], st)  # [BLOCK_C, K_PAD], x's dtype
     w = tl.load(w_ptr + offs_c[:, None] * s_wc + offs_j[None, :], mask=mc[:, None] & (offs_j[None, :] < K), other=0.0)
-    acc = tl.sum(win.to(tl.float32) * w.to(tl.float32), axis=1)
-    out = acc / (1.0 + tl.exp(-acc))
+    win = tl.where(offs_j[None, :] == K - 1, x[:, None], st).to(w.dtype)  # [BLOCK_C, K_PAD], in w's dtype
+    acc = tl.sum(win.to(tl.float32) * w.to(tl.float32), axis=1).to(w.dtype).to(tl.float32)
+    out = (acc / (1.0 + tl.exp(-acc))).to(w.dtype)
     tl.store(o_ptr + bi * s_ob + offs_c, out.to(o_ptr.dtype.element_ty), mask=mc)
     # new[c, j] = win[c, j + 1]: a select over a [BLOCK_C, K_PAD, K_PAD] tile (K is 4: 16 values a channel)
     sel = offs_j[None, None, :] == offs_j[None, :, None] + 1
@@ -54,10 +55,11 @@ def _gdn_conv_kernel(x_ptr, st_ptr, w_ptr, o_ptr, C, s_xb, s_sb, s_sc, s_wc, s_o
 
 @triton.jit
 def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr, s_ptr, o_ptr,
-                           HV, DK, DV, s_qb, s_qh, s_kb, s_kh, s_vb, s_vh, s_bb, s_ab, s_ob, s_oh, scale,
+                           HV, DK, DV, s_qb, s_qh, s_kb, s_kh, s_vb, s_vh, s_bb, s_ab, s_ob, s_oh, sqrt_dk,
                            REP: tl.constexpr, DK_PAD: tl.constexpr, BLOCK_V: tl.constexpr):
     """Program (row b · value head h, block of BLOCK_V state columns), all in fp32:
-        g = −exp(A_log[h])·softplus(a + dt_bias[h]), β = sigmoid(b), q̂ = q/‖q‖·Dk^−½, k̂ = k/‖k‖ (key head h // REP)
+        g = −exp(A_log[h])·softplus(a + dt_bias[h]), β = sigmoid(b) (rounded to b's dtype),
+        q̂ = q·rsqrt(Σq² + 1e-6)/√Dk, k̂ = k·rsqrt(Σk² + 1e-6) (key head h // REP; transformers' l2norm)
         S ← S·e^g;  S ← S + k̂ ⊗ β(v − k̂ᵀS);  o = q̂ᵀS   (S: the [Dk, BLOCK_V] slice, read once, written once)."""
     pid = tl.program_id(0)
     bi = pid // HV
@@ -74,12 +76,13 @@ def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr,
     q = tl.load(q_ptr + bi * s_qb + hk * s_qh + offs_k, mask=mk, other=0.0).to(tl.float32)
     k = tl.load(k_ptr + bi * s_kb + hk * s_kh + offs_k, mask=mk, other=0.0).to(tl.float32)
     v = tl.load(v_ptr + bi * s_vb + hv * s_vh + offs_v, mask=mv, other=0.0).to(tl.float32)
-    qn = q / tl.maximum(tl.sqrt(tl.sum(q * q, axis=0)), 1e-12) * scale
-    kn = k / tl.maximum(tl.sqrt(tl.sum(k * k, axis=0)), 1e-12)
+    qn = q * tl.rsqrt(tl.sum(q * q, axis=0) + 1e-6) / sqrt_dk  # transformers' l2norm, then ÷ √Dk
+    kn = k * tl.rsqrt(tl.sum(k * k, axis=0) + 1e-6)
     x = tl.load(a_ptr + bi * s_ab + hv).to(tl.float32) + tl.load(dtb_ptr + hv).to(tl.float32)
     softplus = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))  # torch's threshold of 20
     g = -tl.exp(tl.load(alog_ptr + hv).to(tl.float32)) * softplus
-    beta = 1.0 / (1.0 + tl.exp(-tl.load(b_ptr + bi * s_bb + hv).to(tl.float32)))
+    bb = tl.load(b_ptr + bi * s_bb + hv)
+    beta = (1.0 / (1.0 + tl.exp(-bb.to(tl.float32)))).to(bb.dtype).to(tl.float32)  # sigmoid in b's dtype, as HF
     S = S * tl.exp(g)
     kv = tl.sum(S * kn[:, None], axis=0)  # [BLOCK_V]
     S = S + kn[:, None] * ((v - kv) * beta)[None, :]
@@ -179,7 +182,7 @@ def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state):
     block_v = min(32, next_pow2(DV))
     _gdn_recurrence_kernel[(B * HV, cdiv(DV, block_v))](
         q, k, v, b, a, a_log, dt_bias, state, o, HV, DK, DV, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
-        v.stride(0), v.stride(1), b.stride(0), a.stride(0), o.stride(0), o.stride(1), DK ** -0.5,
+        v.stride(0), v.stride(1), b.stride(0), a.stride(0), o.stride(0), o.stride(1), DK ** 0.5,
         REP=HV // HK, DK_PAD=next_pow2(DK), BLOCK_V=block_v, num_warps=4)
     return o
 

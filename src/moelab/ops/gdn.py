@@ -18,23 +18,31 @@ from moelab.kernels.gdn import gdn_recurrence as _recurrence_kernel
 
 
 def gdn_conv_reference(x: torch.Tensor, state: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Causal depthwise conv, one decode token: x [B, C], state [B, C, K-1] (updated in place),
-    w [C, K] -> SiLU(conv) [B, C]."""
-    window = torch.cat((state, x[:, :, None]), dim=-1)  # [B, C, K]
+    """Causal depthwise conv, one decode token: x [B, C], state [B, C, K-1] (updated in place), w [C, K] -> [B, C].
+    As transformers' `causal_conv1d_update`: the window in w's dtype, the conv summed in fp32 and rounded to w's dtype,
+    SiLU in fp32 rounded to w's dtype, then to x's dtype."""
+    window = torch.cat((state, x[:, :, None]), dim=-1).to(w.dtype)  # [B, C, K]
     state.copy_(window[:, :, 1:])
-    return F.silu((window.float() * w.float()).sum(-1)).to(x.dtype)
+    conv = (window.float() * w.float()).sum(-1).to(w.dtype)
+    return F.silu(conv.float()).to(w.dtype).to(x.dtype)
+
+
+def l2norm(x: torch.Tensor) -> torch.Tensor:
+    """transformers' (and FLA's) l2norm of the last dim: x · rsqrt(Σx² + 1e-6)."""
+    return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)
 
 
 def gdn_recurrence_reference(q, k, v, b, a, a_log, dt_bias, state):
-    """The gated delta rule for one token (transformers' torch recurrent path). q, k [B, Hk, Dk];
-    v [B, Hv, Dv]; b, a [B, Hv]; a_log, dt_bias [Hv]; state [B, Hv, Dk, Dv] fp32 (updated in place).
-        g = −exp(A_log)·softplus(a + dt_bias),  β = sigmoid(b),  q, k L2-normalised, q scaled by Dk^−½
-        S ← S·e^g;  S ← S + k ⊗ β(v − kᵀS);  o = qᵀS                 -> o [B, Hv, Dv] in v's dtype."""
+    """The gated delta rule for one token, as transformers' `torch_recurrent_gated_delta_rule` with the q/k l2norm in
+    it. q, k [B, Hk, Dk] (key head h serves value heads h·Hv/Hk ...); v [B, Hv, Dv]; b, a [B, Hv]; a_log, dt_bias [Hv];
+    state [B, Hv, Dk, Dv] fp32 (updated in place), all in fp32 but β = sigmoid(b) rounded to b's dtype first:
+        g = −exp(A_log)·softplus(a + dt_bias),  q̂ = l2norm(q)/√Dk,  k̂ = l2norm(k)
+        S ← S·e^g;  S ← S + k̂ ⊗ β(v − k̂ᵀS);  o = q̂ᵀS                 -> o [B, Hv, Dv] in v's dtype."""
     rep = v.shape[1] // q.shape[1]
-    qf = F.normalize(q.float(), dim=-1).repeat_interleave(rep, dim=1) * q.shape[-1] ** -0.5
-    kf = F.normalize(k.float(), dim=-1).repeat_interleave(rep, dim=1)
+    qf = l2norm(q.float()).repeat_interleave(rep, dim=1) / q.shape[-1] ** 0.5
+    kf = l2norm(k.float()).repeat_interleave(rep, dim=1)
     g = -a_log.float().exp() * F.softplus(a.float() + dt_bias.float())  # [B, Hv]
-    beta = torch.sigmoid(b.float())
+    beta = b.sigmoid().float()
     state.mul_(g.exp()[:, :, None, None])
     kv = (state * kf[..., None]).sum(-2)  # [B, Hv, Dv]
     state.add_(kf[..., None] * ((v.float() - kv) * beta[..., None])[:, :, None, :])
@@ -42,7 +50,8 @@ def gdn_recurrence_reference(q, k, v, b, a, a_log, dt_bias, state):
 
 
 def gdn_norm_gate_reference(o: torch.Tensor, z: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm(o) per head · SiLU(z) (Qwen3-Next's gated norm); o, z [B, Hv, Dv] -> [B, Hv·Dv]."""
+    """RMSNorm(o) per head · SiLU(z), as transformers' `Qwen3_5MoeRMSNormGated` / Qwen3-Next's: o, z [B, Hv, Dv],
+    w [Dv] -> [B, Hv·Dv]."""
     h = o.float()
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
     return ((w * h.to(o.dtype)).float() * F.silu(z.float())).to(o.dtype).flatten(1)
