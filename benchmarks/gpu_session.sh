@@ -1117,6 +1117,15 @@ case "${1:?stage A to G}" in
     run gpu-tests 240 python -m pytest tests/kernels/test_gdn.py tests/profile -q -p no:cacheprovider --tb=short -rf
     run profile-tp4 240 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --samples 10 --impl eager,compile,moelab --save
     ;;
+  EC) # session 26 (no GPU that session): Qwen3.5 in the decode engine (Gated DeltaNet layers, gated attention with
+      # partial RoPE, (1 + w) norms). CPU parity with transformers in fp32; never run on a GPU. The GPU tests first
+      # (bf16 parity, graph replay restoring the Gated DeltaNet states after the warm-up, the kernels), then the decode
+      # bench on random weights (64.6 GiB of bf16: fits an H100 with ~10 GiB to spare, comfortably an H200).
+      # Predicted: batch 1 ~2.3-2.8 ms a token against a ~1.3 ms floor (45-55 %: the experts at T=1 reach 55 % alone,
+      # and each Gated DeltaNet layer adds 3 small launches to the chain), batch 8 ~60-70 %.
+    run gpu-tests 300 python -m pytest tests/engine tests/kernels/test_gdn.py -k "qwen3_5 or gdn or graph_replay or bf16" -q -p no:cacheprovider --tb=short -rf
+    run decode-qwen35 240 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1,8 --rows moelab
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -16,6 +16,11 @@ FAMILIES = {
     "qwen2_moe": dict(num_experts=8, moe_intermediate_size=32, shared_expert_intermediate_size=48),
     "olmoe": dict(num_experts=8, clip_qkv=3.0),
     "mixtral": dict(num_local_experts=8),
+    # Qwen3.5's text model: three Gated DeltaNet layers, then one gated full-attention layer (partial RoPE, a quarter
+    # of head_dim), (1 + w) norms, a shared expert behind a sigmoid gate.
+    "qwen3_5_moe_text": dict(num_experts=8, moe_intermediate_size=32, shared_expert_intermediate_size=48, head_dim=16,
+                             num_hidden_layers=4, linear_num_key_heads=2, linear_num_value_heads=4,
+                             linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4),
 }
 BASE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             intermediate_size=48, vocab_size=128, num_experts_per_tok=2, max_position_embeddings=256,

@@ -47,7 +47,8 @@ SWITCHES = {"MOELAB_LINEAR_DOT_MIN_T": "1", "MOELAB_NORM_ROUTER_MAX_T": "8"}
 
 @pytest.mark.parametrize("family,batch,switches", [("qwen3_moe", 2, False), ("qwen2_moe", 2, False),
                                                    ("qwen3_moe", 1, False), ("qwen3_moe", 2, True),
-                                                   ("qwen3_moe", 1, True)])
+                                                   ("qwen3_moe", 1, True), ("qwen3_5_moe_text", 1, False),
+                                                   ("qwen3_5_moe_text", 2, False)])
 def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, monkeypatch):
     """impl="moelab": the Triton kernels (interpreted on CPU) in the whole model. Kept tiny: 6 decode steps.
     qwen3_moe: per-head q/k norm; qwen2_moe: shared expert, RoPE only; batch 1: the engine's T=1 expert kernel;
@@ -168,17 +169,19 @@ def test_sampled_generation_is_seeded(checkpoint):
 
 # ------------------------------------------------------------------------------------------ random weights
 
-def test_random_weights_keep_activations_unit_size(checkpoint):
-    """48 layers (Qwen3-30B-A3B's depth) at tiny width: the residual stream's RMS stays O(1) in every layer."""
-    _, folder = checkpoint("qwen3_moe", num_hidden_layers=48)
+@pytest.mark.parametrize("family,layers", [("qwen3_moe", 48), ("qwen3_5_moe_text", 40)])
+def test_random_weights_keep_activations_unit_size(checkpoint, family, layers):
+    """Qwen3-30B-A3B's and Qwen3.5-35B-A3B's depths at tiny width: the residual stream's RMS stays O(1) in every
+    layer (for Qwen3.5: (1 + w) norms drawn at w = 0, Gated DeltaNet's A and dt_bias as transformers draws them)."""
+    _, folder = checkpoint(family, num_hidden_layers=layers)
     cfg = engine_config(*resolve(folder))
     w = random_weights(cfg, torch.bfloat16, torch.device("cpu"), seed=0)
     model = Model(cfg, w, impl="eager")
     rms = []
     inner = model.add_rmsnorm
 
-    def recording(x, residual, weight, eps):
-        out, res = inner(x, residual, weight, eps)
+    def recording(x, residual, weight, eps, **kw):
+        out, res = inner(x, residual, weight, eps, **kw)
         rms.append(res.float().pow(2).mean().sqrt().item())
         return out, res
 
@@ -186,7 +189,7 @@ def test_random_weights_keep_activations_unit_size(checkpoint):
     cache = KVCache(cfg, 1, 16, torch.bfloat16, torch.device("cpu"))
     with torch.inference_mode():
         logits = model.prefill(torch.arange(16).view(1, 16), cache, all_logits=True)
-    assert len(rms) == 2 * 48 + 1
+    assert len(rms) == 2 * layers + 1
     assert all(0.3 < r < 5.0 for r in rms), (min(rms), max(rms))
     assert torch.isfinite(logits).all() and 0.2 < logits.float().std().item() < 5.0
 
@@ -259,8 +262,9 @@ def test_cli_user_errors_are_one_line(checkpoint, tmp_path):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA GPU")
-def test_graph_replay_matches_eager_launches(checkpoint):
-    _, folder = checkpoint("qwen3_moe")
+@pytest.mark.parametrize("family", ["qwen3_moe", "qwen3_5_moe_text"])  # the latter: states the warm-up must restore
+def test_graph_replay_matches_eager_launches(checkpoint, family):
+    _, folder = checkpoint(family)
     prompt = torch.randint(0, 128, (2, 7), generator=torch.Generator().manual_seed(3)).cuda()
     a = build(folder, batch=2, max_len=48, impl="moelab", device="cuda", use_graphs=False).generate(prompt, 33)
     eng = build(folder, batch=2, max_len=48, impl="moelab", device="cuda", use_graphs=True)

@@ -83,6 +83,29 @@ def test_misshaped_tensor_names_both_shapes(checkpoint, tmp_path):
         build(d, batch=1, max_len=8, device="cpu", impl="eager")
 
 
+def test_qwen35_text_model_under_language_model(checkpoint, tmp_path):
+    """A multimodal Qwen3.5 checkpoint keeps the text model under model.language_model.: it loads the same, and a
+    missing Gated DeltaNet tensor is named with that prefix (its conv weight is a Conv1d's [C, 1, K])."""
+    model, folder = checkpoint("qwen3_5_moe_text")
+    shutil.copy(folder / "config.json", tmp_path / "config.json")
+    sd = {k.replace("model.", "model.language_model.", 1): v.contiguous() for k, v in model.state_dict().items()}
+    assert sd["model.language_model.layers.0.linear_attn.conv1d.weight"].dim() == 3
+    save_file(sd, str(tmp_path / "model.safetensors"))
+    assert prefill_matches(model, tmp_path) <= REL_TOL
+    del sd["model.language_model.layers.2.linear_attn.conv1d.weight"]
+    save_file(sd, str(tmp_path / "model.safetensors"))
+    with pytest.raises(UserError, match=r"model\.language_model\.layers\.2\.linear_attn\.conv1d\.weight is missing"):
+        build(tmp_path, batch=1, max_len=8, device="cpu", impl="eager")
+
+
+def test_qwen35_is_refused_with_tensor_parallelism():
+    from moelab.engine.tp import local_config
+    cfg = engine_config(*resolve("qwen3.5-35b-a3b"))
+    assert cfg.layer_types.count("linear_attention") == 30 and cfg.attn_gate and cfg.offset_norm
+    with pytest.raises(UserError, match="--tp 4: the Gated DeltaNet layers of qwen3_5_moe are not sharded yet"):
+        local_config(cfg, 4)
+
+
 def test_unsupported_architecture(tmp_path):
     cfg = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
            "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 128}

@@ -43,7 +43,7 @@ def hf_greedy(model, prompt: torch.Tensor, steps: int) -> tuple[torch.Tensor, li
     return prompt_logits, logits, torch.stack(tokens, dim=1)
 
 
-@pytest.mark.parametrize("family", ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral"])
+@pytest.mark.parametrize("family", ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "qwen3_5_moe_text"])
 def test_matches_transformers_eager(checkpoint, family):
     model, folder = checkpoint(family)
     prompt = torch.randint(0, 128, (BATCH, PROMPT_LEN), generator=torch.Generator().manual_seed(3))
@@ -67,10 +67,11 @@ def test_matches_transformers_eager(checkpoint, family):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the bf16 parity check runs on a CUDA GPU")
 @pytest.mark.parametrize("impl", ["eager", "moelab"])
-def test_matches_transformers_bf16_on_gpu(checkpoint, impl):
+@pytest.mark.parametrize("family", ["qwen3_moe", "qwen3_5_moe_text"])
+def test_matches_transformers_bf16_on_gpu(checkpoint, impl, family):
     """bf16 on the GPU: logits within 2e-2 of transformers' for the prompt and the first decode steps
     (greedy bf16 paths may part later, so only the steps before the tokens first differ are compared)."""
-    model, folder = checkpoint("qwen3_moe")
+    model, folder = checkpoint(family)
     model = copy.deepcopy(model).to(device="cuda", dtype=torch.bfloat16)  # the fixture's stays fp32 on the CPU
     prompt = torch.randint(0, 128, (BATCH, PROMPT_LEN), generator=torch.Generator().manual_seed(3)).cuda()
     ref_prompt, ref_steps, ref_tokens = hf_greedy(model, prompt, 8)

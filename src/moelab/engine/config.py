@@ -17,11 +17,13 @@ from moelab.errors import UserError
 from moelab.models import ModelSpec, load_spec
 from moelab.models.spec import PRESET_DIR
 
-FAMILIES = ("qwen3_moe", "qwen2_moe", "olmoe", "mixtral")
+FAMILIES = ("qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "qwen3_5_moe", "qwen3_5_moe_text")
+HYBRID = ("qwen3_5_moe", "qwen3_5_moe_text")  # Gated DeltaNet layers beside gated full attention, (1 + w) norms
 
-# Layer kinds the engine can build. Hybrid (Gated DeltaNet: "linear_attention") and MLA layers are
-# added as new kinds in model.py's MIXERS; everything else (cache, loader, generate) is shared.
+# Layer kinds the engine can build (model.py's MIXERS): attention, and Qwen3.5's Gated DeltaNet. MLA would be a new
+# kind there; everything else (cache, loader, generate) is shared.
 ATTENTION = "full_attention"
+LINEAR = "linear_attention"
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,14 @@ class EngineConfig:
     max_positions: int = 0
     sliding_window: int | None = None
     dtype: str = "bfloat16"  # the checkpoint's declared dtype
+    offset_norm: bool = False  # Qwen3.5: every RMSNorm but the gated one applies its weight as (1 + w), in fp32
+    attn_gate: bool = False  # Qwen3.5: q_proj emits [q | gate] per head; the output is scaled by sigmoid(gate)
+    # Gated DeltaNet (LINEAR layers): key/value heads, their dims, the causal conv's width
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_dim: int = 0
+    linear_value_dim: int = 0
+    linear_conv: int = 0
 
     def __post_init__(self) -> None:
         for name in ("hidden", "layers", "heads", "kv_heads", "head_dim", "vocab", "experts", "top_k",
@@ -72,18 +82,40 @@ class EngineConfig:
             raise ValueError(f"qk_norm must be none, head or full, not {self.qk_norm!r}")
         if len(self.layer_types) != self.layers:
             raise UserError(f"config: layer_types has {len(self.layer_types)} entries for {self.layers} layers")
-        bad = [t for t in self.layer_types if t != ATTENTION]
+        bad = [t for t in self.layer_types if t not in (ATTENTION, LINEAR)]
         if bad:
             raise UserError(f"config: layer type {bad[0]!r} is not supported by the engine yet")
+        if LINEAR in self.layer_types and (min(self.linear_key_heads, self.linear_value_heads, self.linear_key_dim,
+                                                self.linear_value_dim, self.linear_conv) <= 0
+                                            or self.linear_value_heads % self.linear_key_heads):
+            raise UserError("config: linear_attention layers need positive linear_num_key_heads, "
+                            "linear_num_value_heads (a multiple of the key heads), linear_key_head_dim, "
+                            "linear_value_head_dim and linear_conv_kernel_dim")
         if self.dense_layers and self.dense_intermediate <= 0:
             raise UserError("config: dense MLP layers are listed but intermediate_size is missing")
 
     def is_moe(self, layer: int) -> bool:
         return layer not in self.dense_layers
 
+    @property
+    def attention_layers(self) -> int:
+        return sum(t == ATTENTION for t in self.layer_types)
+
+    @property
+    def conv_channels(self) -> int:
+        """Gated DeltaNet's conv runs over q, k and v: 2·Hk·Dk + Hv·Dv channels."""
+        return 2 * self.linear_key_heads * self.linear_key_dim + self.linear_value_heads * self.linear_value_dim
+
     def kv_bytes_per_token(self, elem_bytes: int) -> int:
-        """K and V cache bytes one token occupies across all layers."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * elem_bytes
+        """K and V cache bytes one token occupies across the attention layers."""
+        return 2 * self.attention_layers * self.kv_heads * self.head_dim * elem_bytes
+
+    def linear_state_bytes(self, elem_bytes: int) -> int:
+        """One sequence's Gated DeltaNet state across the linear layers: the conv window (activation dtype) and the
+        fp32 recurrent state [Hv, Dk, Dv]."""
+        per = self.conv_channels * (self.linear_conv - 1) * elem_bytes + \
+            self.linear_value_heads * self.linear_key_dim * self.linear_value_dim * 4
+        return (self.layers - self.attention_layers) * per if self.linear_conv else 0
 
 
 def resolve(model: str | Path) -> tuple[ModelSpec, dict[str, Any]]:
@@ -131,5 +163,8 @@ def engine_config(spec: ModelSpec, raw: dict[str, Any]) -> EngineConfig:
         dense_layers=tuple(i for i, moe in enumerate(spec.moe_layers) if not moe),
         layer_types=tuple(ATTENTION if t == "sliding_attention" else t for t in spec.layer_types),
         max_positions=spec.max_positions, sliding_window=spec.sliding_window if windowed else None,
-        dtype=spec.dtype,
+        dtype=spec.dtype, offset_norm=spec.model_type in HYBRID, attn_gate=spec.attn_output_gate,
+        linear_key_heads=spec.linear_key_heads, linear_value_heads=spec.linear_value_heads,
+        linear_key_dim=spec.linear_key_head_dim, linear_value_dim=spec.linear_value_head_dim,
+        linear_conv=spec.linear_conv_kernel,
     )

@@ -172,8 +172,10 @@ class Engine:
     def _graph_step(self, out: torch.Tensor, stepi: torch.Tensor):
         if self._graph is None:
             # Warm up on a side stream (allocator, Triton compilation), then capture one step. The warm-up
-            # steps write the cache beyond the prompt and move the buffers: restore them after.
+            # steps write the cache beyond the prompt, advance the Gated DeltaNet states and move the buffers:
+            # restore them after.
             tok0, pos0 = self.tok.clone(), self.pos.clone()
+            states0 = [t.clone() for t in self.cache.linear_states()]
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
@@ -186,6 +188,8 @@ class Engine:
             self._graph = g
             self.tok.copy_(tok0)
             self.pos.copy_(pos0)
+            for t, t0 in zip(self.cache.linear_states(), states0):
+                t.copy_(t0)
             stepi.zero_()
         return self._graph.replay
 

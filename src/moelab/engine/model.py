@@ -1,8 +1,8 @@
 """The forward pass, built from `moelab.ops` so `impl="eager"` and `impl="moelab"` run the same code.
 
-A decoder layer is a token mixer (attention today; Gated DeltaNet and MLA slot in as new `MIXERS`
-entries) followed by an MLP (routed experts, optionally a shared expert, or dense), each behind a fused
-residual-add + RMSNorm. Tokens travel flat: prefill is [B·P, H] (B prompts of P tokens), decode [B, H].
+A decoder layer is a token mixer (attention, or Qwen3.5's Gated DeltaNet; MLA would be a new `MIXERS` entry)
+followed by an MLP (routed experts, optionally a shared expert, or dense), each behind a fused residual-add +
+RMSNorm. Tokens travel flat: prefill is [B·P, H] (B prompts of P tokens), decode [B, H].
 
 Which code runs where:
   * norms, q/k norm + RoPE, decode attention (at decode one op with the q/k prologue and the KV-cache append),
@@ -12,7 +12,10 @@ Which code runs where:
     form from 4; cuBLAS was at 32-48 % of the floor on qkv/o in the H200 profile, docs/worklog.md), cuBLAS above
     and for prefill; plain `F.linear` under impl="eager";
   * prefill attention (many query tokens, causal): `prefill_attention_sdpa` below, torch's SDPA —
-    a prefill attention kernel is out of this round's scope.
+    a prefill attention kernel is out of this round's scope;
+  * Gated DeltaNet (`GatedDeltaNet`): its projections on `dense`, the conv, the recurrence and the gated norm
+    `ops.get(name, impl)` (moelab: one launch each). Prefill steps the recurrence token by token with the same ops
+    (no chunked prefill kernel yet: a 128-token prompt is 128 × 3 launches a layer).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import torch.nn.functional as F
 
 from moelab import ops
 from moelab.engine.cache import KVCache
-from moelab.engine.config import ATTENTION, EngineConfig
+from moelab.engine.config import ATTENTION, LINEAR, EngineConfig
 from moelab.kernels import env_int
 from moelab.kernels.router import fused_router_max_t
 from moelab.ops.linear import dense_for
@@ -82,11 +85,17 @@ class Attention:
         return self.rmsnorm(t, weight, self.cfg.rms_eps)
 
     def _project(self, x: torch.Tensor):
-        """q [T, Hq, D], k and v [T, Hk, D]: the projection and what comes before the per-head norm and RoPE."""
+        """q [T, Hq, D], k and v [T, Hk, D]: the projection and what comes before the per-head norm and RoPE. With
+        an output gate (Qwen3.5) q_proj's rows are [q | gate] per head: the gate [T, Hq·D] goes to `self._gate`."""
         cfg = self.cfg
         T, D = x.shape[0], cfg.head_dim
-        qkv = self.dense(x, self.qkv, self.qkv_bias)  # [T, (Hq+2Hk)·D]
-        q, k, v = qkv.split([cfg.heads * D, cfg.kv_heads * D, cfg.kv_heads * D], dim=-1)
+        qkv = self.dense(x, self.qkv, self.qkv_bias)  # [T, (Hq+2Hk)·D], q twice as wide with the gate
+        qw = cfg.heads * D * (2 if cfg.attn_gate else 1)
+        q, k, v = qkv.split([qw, cfg.kv_heads * D, cfg.kv_heads * D], dim=-1)
+        if cfg.attn_gate:
+            qg = q.reshape(T, cfg.heads, 2 * D)
+            q, self._gate = qg[..., :D], qg[..., D:].reshape(T, cfg.heads * D)
+            return q, k.reshape(T, cfg.kv_heads, D), v.reshape(T, cfg.kv_heads, D)
         if cfg.qk_norm == "full":  # OLMoE: one RMSNorm over all heads of the projection
             q = self.full_norm(q, self.q_norm, "q")
             k = self.full_norm(k, self.k_norm, "k")
@@ -100,7 +109,7 @@ class Attention:
         q, k, v = self._project(x)
         if self.qk_norm_rope is not None:
             q, k = self.qk_norm_rope(q, k, self.q_norm, self.k_norm, positions, eps=cfg.rms_eps,
-                                     rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim)
+                                     rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim, offset=cfg.offset_norm)
         else:
             q, k = self.rope(q, k, positions, rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim)
         return q, k, v
@@ -110,8 +119,12 @@ class Attention:
         P = x.shape[0] // batch
         q, k, v = (t.reshape(batch, P, *t.shape[1:]) for t in (q, k, v))
         cache.write_prefill(self.i, k, v)
-        out = prefill_attention_sdpa(q, k, v, self.scale)  # [B, P, Hq, D]
-        return F.linear(out.reshape(batch * P, -1), self.o, self.o_bias)
+        out = prefill_attention_sdpa(q, k, v, self.scale).reshape(batch * P, -1)  # [B·P, Hq·D]
+        return F.linear(self._gated(out), self.o, self.o_bias)
+
+    def _gated(self, out: torch.Tensor) -> torch.Tensor:
+        """Qwen3.5's output gate: out · sigmoid(gate), in the activation dtype as transformers computes it."""
+        return out * torch.sigmoid(self._gate) if self.cfg.attn_gate else out
 
     def decode(self, x: torch.Tensor, step: DecodeStep, cache: KVCache) -> torch.Tensor:
         cfg = self.cfg
@@ -121,8 +134,50 @@ class Attention:
         head_norm = cfg.qk_norm == "head"
         out = self.decode_attention_kv(q, k, v, self.q_norm if head_norm else None, self.k_norm if head_norm else None,
                                        step.positions, cache.k[self.i], cache.v[self.i], eps=cfg.rms_eps,
-                                       rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim, scale=self.scale)
-        return self.dense(out.reshape(x.shape[0], -1), self.o, self.o_bias)
+                                       rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim, scale=self.scale,
+                                       offset=cfg.offset_norm)
+        return self.dense(self._gated(out.reshape(x.shape[0], -1)), self.o, self.o_bias)
+
+
+class GatedDeltaNet:
+    """Qwen3.5's linear-attention mixer for one token per sequence: the input projection (q, k, v, z, b, a in one
+    matrix), the causal conv over q/k/v with its window in the cache, the gated delta rule on the fp32 state in the
+    cache, the gated RMSNorm, the output projection."""
+
+    def __init__(self, cfg: EngineConfig, w: dict[str, torch.Tensor], i: int, impl: str):
+        self.cfg, self.i = cfg, i
+        p = f"layers.{i}."
+        self.w_in, self.conv_w, self.w_out = w[p + "gdn_in"], w[p + "gdn_conv"], w[p + "gdn_out"]
+        self.a_log, self.dt_bias, self.norm = w[p + "gdn_a_log"], w[p + "gdn_dt_bias"], w[p + "gdn_norm"]
+        self.conv = ops.get("gdn_conv", impl)
+        self.recurrence = ops.get("gdn_recurrence", impl)
+        self.norm_gate = ops.get("gdn_norm_gate", impl)
+        self.dense = dense_for(impl)
+
+    def _token(self, proj: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """proj [B, W]: one token's input projection -> the gated norm's output [B, Hv·Dv]."""
+        cfg = self.cfg
+        B, nk, nv, dk, dv = proj.shape[0], cfg.linear_key_heads, cfg.linear_value_heads, cfg.linear_key_dim, \
+            cfg.linear_value_dim
+        qkv, z, b, a = proj.split([cfg.conv_channels, nv * dv, nv, nv], dim=-1)
+        mixed = self.conv(qkv, cache.conv[self.i], self.conv_w)  # [B, C], the window shifted in the cache
+        q, k, v = mixed.split([nk * dk, nk * dk, nv * dv], dim=-1)
+        o = self.recurrence(q.reshape(B, nk, dk), k.reshape(B, nk, dk), v.reshape(B, nv, dv), b, a, self.a_log,
+                            self.dt_bias, cache.state[self.i])
+        return self.norm_gate(o, z.reshape(B, nv, dv), self.norm, cfg.rms_eps)
+
+    def prefill(self, x: torch.Tensor, positions: torch.Tensor, batch: int, cache: KVCache) -> torch.Tensor:
+        """The prompt token by token from zero states (the recurrent rule; transformers prefills with the chunked
+        form of the same rule)."""
+        cache.conv[self.i].zero_()
+        cache.state[self.i].zero_()
+        P = x.shape[0] // batch
+        proj = F.linear(x, self.w_in).view(batch, P, -1)
+        out = torch.stack([self._token(proj[:, t], cache) for t in range(P)], dim=1)  # [B, P, Hv·Dv]
+        return F.linear(out.reshape(batch * P, -1), self.w_out)
+
+    def decode(self, x: torch.Tensor, step: DecodeStep, cache: KVCache) -> torch.Tensor:
+        return self.dense(self._token(self.dense(x, self.w_in), cache), self.w_out)
 
 
 class MoE:
@@ -150,7 +205,7 @@ class MoE:
     def with_norm(self, h: torch.Tensor, residual: torch.Tensor, norm: torch.Tensor, eps: float):
         """The post-attention add + RMSNorm, the router and the experts: (out, new_residual)."""
         x, residual, weights, ids = self.norm_router(h, residual, norm, eps, self.router, self.cfg.top_k, "softmax",
-                                                     self.cfg.norm_topk_prob)
+                                                     self.cfg.norm_topk_prob, offset=self.cfg.offset_norm)
         return self.fused_moe(x, self.w13, self.w2, weights, ids, self.shared), residual
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -182,7 +237,7 @@ class DenseMLP:
 
 # Layer kinds by `layer_types` entry; a hybrid family adds e.g. "linear_attention": GatedDeltaNet here,
 # with the same prefill/decode methods, and its own state in the cache.
-MIXERS = {ATTENTION: Attention}
+MIXERS = {ATTENTION: Attention, LINEAR: GatedDeltaNet}
 
 
 class Model:
@@ -202,17 +257,17 @@ class Model:
                                 weights[f"layers.{i}.input_norm"], weights[f"layers.{i}.post_norm"]))
 
     def _run(self, tokens: torch.Tensor, mix) -> torch.Tensor:
-        eps = self.cfg.rms_eps
+        eps, off = self.cfg.rms_eps, self.cfg.offset_norm
         h, residual = F.embedding(tokens, self.embed), None  # [T, H]
         for mixer, mlp, in_norm, post_norm in self.layers:
-            x, residual = self.add_rmsnorm(h, residual, in_norm, eps)
+            x, residual = self.add_rmsnorm(h, residual, in_norm, eps, offset=off)
             h = mix(mixer, x)
             if isinstance(mlp, MoE) and mlp.fuses_norm(h.shape[0]):
                 h, residual = mlp.with_norm(h, residual, post_norm, eps)
                 continue
-            x, residual = self.add_rmsnorm(h, residual, post_norm, eps)
+            x, residual = self.add_rmsnorm(h, residual, post_norm, eps, offset=off)
             h = mlp(x)
-        out, _ = self.add_rmsnorm(h, residual, self.final_norm, eps)
+        out, _ = self.add_rmsnorm(h, residual, self.final_norm, eps, offset=off)
         return out
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

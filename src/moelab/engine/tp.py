@@ -71,6 +71,9 @@ def local_config(cfg: EngineConfig, tp: int, ep: bool = False) -> EngineConfig:
     """The config one rank's forward sees: its heads and intermediate widths (vocab stays whole: the logits
     are gathered; so does the expert count, the router being replicated). Raises UserError when tp does
     not divide what it must."""
+    if cfg.linear_conv and tp > 1:
+        raise UserError(f"--tp {tp}: the Gated DeltaNet layers of {cfg.model_type} are not sharded yet; run it with "
+                        "--tp 1")
     heads = _div("num_attention_heads", cfg.heads, tp)
     _, nk, _ = kv_heads_local(cfg, tp, 0)
     if ep:
@@ -332,7 +335,7 @@ class _CacheRows:
 
     def __init__(self, cache: KVCache, a: int, b: int):
         self.batch, self.max_len = b - a, cache.max_len
-        self.k = [t[a:b] for t in cache.k]
+        self.k = [t[a:b] for t in cache.k]  # (tensor parallelism refuses Gated DeltaNet models: no None here)
         self.v = [t[a:b] for t in cache.v]
 
 

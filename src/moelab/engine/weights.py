@@ -8,6 +8,9 @@ The engine's layout, one flat dict `name -> tensor` (shapes for hidden H, heads 
     layers.{i}.router [E,H]  .w13 [E,2I,H] (gate rows, then up rows)  .w2 [E,H,I]
     layers.{i}.shared_w13 [2Is,H]  .shared_w2 [H,Is]  .shared_gate [1,H]      (Qwen2-MoE)
     layers.{i}.mlp_w13 [2Id,H]  .mlp_w2 [H,Id]                               (dense layers)
+    Qwen3.5: qkv's q rows are [q | gate] per head (2·Hq·D); Gated DeltaNet layers instead of qkv/o/q_norm/k_norm:
+    layers.{i}.gdn_in [2·Hk·Dk + 2·Hv·Dv + 2·Hv, H] (in_proj_qkv, _z, _b, _a stacked)  .gdn_conv [C,K]
+    .gdn_a_log [Hv]  .gdn_dt_bias [Hv]  .gdn_norm [Dv]  .gdn_out [H, Hv·Dv]
 
 q, k, v are fused into one matrix so a decode step reads them in one GEMV; w13 is the transformers-5
 fused expert layout that `ops.fused_moe` takes. A checkpoint may store experts one by one (the Hub:
@@ -28,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from moelab.engine.config import EngineConfig
+from moelab.engine.config import LINEAR, EngineConfig
 from moelab.errors import UserError
 
 _FLOAT_DTYPES = {"F32", "F16", "BF16"}
@@ -38,7 +41,7 @@ GiB = 1024 ** 3
 def tensor_shapes(cfg: EngineConfig) -> dict[str, tuple[int, ...]]:
     """Every tensor of the engine's layout and its shape."""
     H, D, V = cfg.hidden, cfg.head_dim, cfg.vocab
-    qkv_rows = (cfg.heads + 2 * cfg.kv_heads) * D
+    qkv_rows = (cfg.heads * (2 if cfg.attn_gate else 1) + 2 * cfg.kv_heads) * D
     s: dict[str, tuple[int, ...]] = {"embed": (V, H), "norm": (H,)}
     if not cfg.tie_embeddings:
         s["lm_head"] = (V, H)
@@ -46,6 +49,15 @@ def tensor_shapes(cfg: EngineConfig) -> dict[str, tuple[int, ...]]:
         p = f"layers.{i}."
         s[p + "input_norm"] = (H,)
         s[p + "post_norm"] = (H,)
+        if cfg.layer_types[i] == LINEAR:
+            nv, dv = cfg.linear_value_heads, cfg.linear_value_dim
+            s[p + "gdn_in"] = (cfg.conv_channels + nv * dv + 2 * nv, H)
+            s[p + "gdn_conv"] = (cfg.conv_channels, cfg.linear_conv)
+            s[p + "gdn_a_log"] = s[p + "gdn_dt_bias"] = (nv,)
+            s[p + "gdn_norm"] = (dv,)
+            s[p + "gdn_out"] = (H, nv * dv)
+            _mlp_shapes(cfg, i, s)
+            continue
         s[p + "qkv"] = (qkv_rows, H)
         if cfg.qkv_bias:
             s[p + "qkv_bias"] = (qkv_rows,)
@@ -56,20 +68,25 @@ def tensor_shapes(cfg: EngineConfig) -> dict[str, tuple[int, ...]]:
             s[p + "q_norm"], s[p + "k_norm"] = (D,), (D,)
         elif cfg.qk_norm == "full":
             s[p + "q_norm"], s[p + "k_norm"] = (cfg.heads * D,), (cfg.kv_heads * D,)
-        if cfg.is_moe(i):
-            E, I = cfg.experts, cfg.moe_intermediate
-            s[p + "router"] = (E, H)
-            s[p + "w13"] = (E, 2 * I, H)
-            s[p + "w2"] = (E, H, I)
-            if cfg.shared_intermediate:
-                s[p + "shared_w13"] = (2 * cfg.shared_intermediate, H)
-                s[p + "shared_w2"] = (H, cfg.shared_intermediate)
-                if cfg.shared_gate:
-                    s[p + "shared_gate"] = (1, H)
-        else:
-            s[p + "mlp_w13"] = (2 * cfg.dense_intermediate, H)
-            s[p + "mlp_w2"] = (H, cfg.dense_intermediate)
+        _mlp_shapes(cfg, i, s)
     return s
+
+
+def _mlp_shapes(cfg: EngineConfig, i: int, s: dict[str, tuple[int, ...]]) -> None:
+    p, H = f"layers.{i}.", cfg.hidden
+    if cfg.is_moe(i):
+        E, I = cfg.experts, cfg.moe_intermediate
+        s[p + "router"] = (E, H)
+        s[p + "w13"] = (E, 2 * I, H)
+        s[p + "w2"] = (E, H, I)
+        if cfg.shared_intermediate:
+            s[p + "shared_w13"] = (2 * cfg.shared_intermediate, H)
+            s[p + "shared_w2"] = (H, cfg.shared_intermediate)
+            if cfg.shared_gate:
+                s[p + "shared_gate"] = (1, H)
+    else:
+        s[p + "mlp_w13"] = (2 * cfg.dense_intermediate, H)
+        s[p + "mlp_w2"] = (H, cfg.dense_intermediate)
 
 
 def weight_bytes(cfg: EngineConfig, dtype: torch.dtype) -> int:
@@ -164,22 +181,34 @@ class Part:
     dst: tuple  # index into the engine tensor (ints and slices)
 
 
-def _attn_parts(cfg: EngineConfig, i: int) -> dict[str, list[Part]]:
-    pre = f"model.layers.{i}.self_attn."
+def _attn_parts(cfg: EngineConfig, i: int, prefix: str) -> dict[str, list[Part]]:
+    pre = f"{prefix}layers.{i}.self_attn."
     H, D = cfg.hidden, cfg.head_dim
-    q, kv = cfg.heads * D, cfg.kv_heads * D
+    q, kv = cfg.heads * D * (2 if cfg.attn_gate else 1), cfg.kv_heads * D  # q_proj: [q | gate] per head
+    o_in = cfg.heads * D
     rows = [("q_proj", 0, q), ("k_proj", q, q + kv), ("v_proj", q + kv, q + 2 * kv)]
     out = {"qkv": [Part(f"{pre}{n}.weight", (b - a, H), (slice(a, b),)) for n, a, b in rows],
-           "o": [Part(pre + "o_proj.weight", (H, q), ())]}
+           "o": [Part(pre + "o_proj.weight", (H, o_in), ())]}
     if cfg.qkv_bias:
         out["qkv_bias"] = [Part(f"{pre}{n}.bias", (b - a,), (slice(a, b),)) for n, a, b in rows]
     if cfg.o_bias:
         out["o_bias"] = [Part(pre + "o_proj.bias", (H,), ())]
     if cfg.qk_norm != "none":
-        qn, kn = (D, D) if cfg.qk_norm == "head" else (q, kv)
+        qn, kn = (D, D) if cfg.qk_norm == "head" else (o_in, kv)
         out["q_norm"] = [Part(pre + "q_norm.weight", (qn,), ())]
         out["k_norm"] = [Part(pre + "k_norm.weight", (kn,), ())]
     return out
+
+
+def _gdn_parts(cfg: EngineConfig, i: int, prefix: str) -> dict[str, list[Part]]:
+    pre = f"{prefix}layers.{i}.linear_attn."
+    H, C, nv, dv = cfg.hidden, cfg.conv_channels, cfg.linear_value_heads, cfg.linear_value_dim
+    rows = [("in_proj_qkv", 0, C), ("in_proj_z", C, C + nv * dv), ("in_proj_b", C + nv * dv, C + nv * dv + nv),
+            ("in_proj_a", C + nv * dv + nv, C + nv * dv + 2 * nv)]
+    return {"gdn_in": [Part(f"{pre}{n}.weight", (b - a, H), (slice(a, b),)) for n, a, b in rows],
+            "gdn_conv": [Part(pre + "conv1d.weight", (C, 1, cfg.linear_conv), ())],  # a depthwise Conv1d's [C, 1, K]
+            "gdn_a_log": [Part(pre + "A_log", (nv,), ())], "gdn_dt_bias": [Part(pre + "dt_bias", (nv,), ())],
+            "gdn_norm": [Part(pre + "norm.weight", (dv,), ())], "gdn_out": [Part(pre + "out_proj.weight", (H, nv * dv), ())]}
 
 
 def _swiglu_parts(pre: str, names: tuple[str, str, str], inter: int, H: int, lead: tuple = ()) -> tuple[list, list]:
@@ -189,12 +218,12 @@ def _swiglu_parts(pre: str, names: tuple[str, str, str], inter: int, H: int, lea
     return w13, [Part(f"{pre}{down}.weight", (H, inter), lead)]
 
 
-def _moe_parts(cfg: EngineConfig, i: int, ckpt: Checkpoint) -> dict[str, list[Part]]:
+def _moe_parts(cfg: EngineConfig, i: int, ckpt: Checkpoint, prefix: str) -> dict[str, list[Part]]:
     H, E, I = cfg.hidden, cfg.experts, cfg.moe_intermediate
     # The Hub's Mixtral files say block_sparse_moe; transformers 5 says mlp for every family.
-    pre = f"model.layers.{i}.mlp."
-    if f"model.layers.{i}.block_sparse_moe.gate.weight" in ckpt:
-        pre = f"model.layers.{i}.block_sparse_moe."
+    pre = f"{prefix}layers.{i}.mlp."
+    if f"{prefix}layers.{i}.block_sparse_moe.gate.weight" in ckpt:
+        pre = f"{prefix}layers.{i}.block_sparse_moe."
     out = {"router": [Part(pre + "gate.weight", (E, H), ())]}
     if pre + "experts.gate_up_proj" in ckpt:
         out["w13"] = [Part(pre + "experts.gate_up_proj", (E, 2 * I, H), ())]
@@ -217,19 +246,21 @@ def _moe_parts(cfg: EngineConfig, i: int, ckpt: Checkpoint) -> dict[str, list[Pa
 def plan(cfg: EngineConfig, ckpt: Checkpoint) -> dict[str, list[Part]]:
     """For every engine tensor, the checkpoint tensors it is assembled from."""
     H, V = cfg.hidden, cfg.vocab
-    p: dict[str, list[Part]] = {"embed": [Part("model.embed_tokens.weight", (V, H), ())],
-                                "norm": [Part("model.norm.weight", (H,), ())]}
+    # A multimodal Qwen3.5 checkpoint keeps the text model under model.language_model.
+    m = "model.language_model." if "model.language_model.embed_tokens.weight" in ckpt else "model."
+    p: dict[str, list[Part]] = {"embed": [Part(m + "embed_tokens.weight", (V, H), ())],
+                                "norm": [Part(m + "norm.weight", (H,), ())]}
     if not cfg.tie_embeddings:
         p["lm_head"] = [Part("lm_head.weight", (V, H), ())]
     for i in range(cfg.layers):
-        layer = {"input_norm": [Part(f"model.layers.{i}.input_layernorm.weight", (H,), ())],
-                 "post_norm": [Part(f"model.layers.{i}.post_attention_layernorm.weight", (H,), ())],
-                 **_attn_parts(cfg, i)}
+        layer = {"input_norm": [Part(f"{m}layers.{i}.input_layernorm.weight", (H,), ())],
+                 "post_norm": [Part(f"{m}layers.{i}.post_attention_layernorm.weight", (H,), ())],
+                 **(_gdn_parts(cfg, i, m) if cfg.layer_types[i] == LINEAR else _attn_parts(cfg, i, m))}
         if cfg.is_moe(i):
-            layer.update(_moe_parts(cfg, i, ckpt))
+            layer.update(_moe_parts(cfg, i, ckpt, m))
         else:
             layer["mlp_w13"], layer["mlp_w2"] = _swiglu_parts(
-                f"model.layers.{i}.mlp.", ("gate_proj", "up_proj", "down_proj"), cfg.dense_intermediate, H)
+                f"{m}layers.{i}.mlp.", ("gate_proj", "up_proj", "down_proj"), cfg.dense_intermediate, H)
         p.update({f"layers.{i}.{k}": v for k, v in layer.items()})
     return p
 
@@ -268,8 +299,8 @@ def load_checkpoint(cfg: EngineConfig, folder: str | Path, dtype: torch.dtype, d
     out: dict[str, torch.Tensor] = {}
     for key, parts in pl.items():
         t = torch.empty(shapes[key], dtype=dtype, device=device)
-        for part in parts:
-            t[part.dst].copy_(ckpt.read(part.name).to(dtype))
+        for part in parts:  # (reshape: the conv's [C, 1, K] into [C, K]; validate checked both shapes)
+            t[part.dst].copy_(ckpt.read(part.name).to(dtype).reshape(t[part.dst].shape))
         out[key] = t
     return out
 
@@ -296,13 +327,18 @@ def random_weights(cfg: EngineConfig, dtype: torch.dtype, device: torch.device, 
     out: dict[str, torch.Tensor] = {}
     for key, shape in tensor_shapes(cfg).items():
         kind = key.rsplit(".", 1)[-1]
-        if kind.endswith("norm"):
+        if kind.endswith("norm"):  # (1 + w) norms start at w = 0; the gated norm's plain weight at 1
+            zero = cfg.offset_norm and kind != "gdn_norm"
+            out[key] = (torch.zeros if zero else torch.ones)(shape, dtype=dtype, device=device)
+        elif kind == "gdn_a_log":  # transformers' init: A uniform in [0.01, 16], stored as log A
+            out[key] = torch.empty(shape, device=device).uniform_(0.01, 16, generator=g).log().to(dtype)
+        elif kind == "gdn_dt_bias":
             out[key] = torch.ones(shape, dtype=dtype, device=device)
         elif kind.endswith("bias"):
             out[key] = torch.zeros(shape, dtype=dtype, device=device)
         else:
             std = 1.0 if kind == "embed" else 1.0 / math.sqrt(shape[-1])
-            if kind in ("o", "w2", "shared_w2", "mlp_w2"):
+            if kind in ("o", "w2", "shared_w2", "mlp_w2", "gdn_out"):
                 std *= depth
             t = torch.empty(shape, dtype=dtype, device=device)
             out[key] = t.normal_(0.0, std, generator=g)

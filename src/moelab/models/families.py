@@ -214,7 +214,7 @@ def build_fields(model_type: str, f: Any, top: Any) -> dict[str, Any]:
         return _qwen_moe(f, top, shared=True, qk_norm="none", attn_bias=True)
     if model_type == "qwen3_next":
         return _qwen_hybrid(f, top, mtp_key=None)
-    if model_type == "qwen3_5_moe":
+    if model_type in ("qwen3_5_moe", "qwen3_5_moe_text"):  # the text model alone (Qwen3_5MoeForCausalLM) is flat
         return _qwen_hybrid(f, top, mtp_key="mtp_num_hidden_layers")
     if model_type in ("deepseek_v2", "deepseek_v3"):
         return _deepseek(f, top, v3=model_type == "deepseek_v3")

@@ -20,7 +20,7 @@ from moelab.errors import UserError
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
-SUPPORTED = ("qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "qwen3_next", "qwen3_5_moe", "deepseek_v2",
+SUPPORTED = ("qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "deepseek_v2",
              "deepseek_v3", "gpt_oss", "llama", "qwen3")
 LAYER_TYPES = ("full_attention", "sliding_attention", "linear_attention")
 
