@@ -54,6 +54,8 @@ def hf_model_on(raw: dict, cfg, w: dict[str, torch.Tensor], device: torch.device
             mod_name, _, pname = part.name.rpartition(".")
             mod = model.get_submodule(mod_name)
             old = getattr(mod, pname)
+            if tuple(old.shape) != tuple(view.shape) and old.numel() == view.numel() and view.is_contiguous():
+                view = view.view(old.shape)  # Qwen3.5's depthwise conv: [C, 1, K] there, [C, K] in the engine
             if tuple(old.shape) != tuple(view.shape):
                 raise RuntimeError(f"{part.name}: transformers has {tuple(old.shape)}, engine view {tuple(view.shape)}")
             mod._parameters[pname] = torch.nn.Parameter(view, requires_grad=False)

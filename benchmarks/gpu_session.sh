@@ -1126,6 +1126,10 @@ case "${1:?stage A to G}" in
     run gpu-tests 300 python -m pytest tests/engine tests/kernels/test_gdn.py -k "qwen3_5 or gdn or graph_replay or bf16" -q -p no:cacheprovider --tb=short -rf
     run decode-qwen35 240 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1,8 --rows moelab
     ;;
+  ED) # after EC: Qwen3.5 side by side with transformers eager (its Gated DeltaNet on torch fallbacks: no fla or
+      # causal-conv1d kernels on the device machine) and its static-cache + torch.compile generate, batch 1.
+    run decode-qwen35-hf 540 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab,moelab-eager,hf-eager,hf-compile --hf-eager-new-tokens 16
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
