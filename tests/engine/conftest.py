@@ -21,6 +21,11 @@ FAMILIES = {
     "qwen3_5_moe_text": dict(num_experts=8, moe_intermediate_size=32, shared_expert_intermediate_size=48, head_dim=16,
                              num_hidden_layers=4, linear_num_key_heads=2, linear_num_value_heads=4,
                              linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4),
+    # Qwen3-Next: the same layers, its input projection grouped by key head (in_proj_qkvz, in_proj_ba), and a dense
+    # MLP in layer 1 (mlp_only_layers) beside the MoE ones.
+    "qwen3_next": dict(num_experts=8, moe_intermediate_size=32, shared_expert_intermediate_size=48, head_dim=16,
+                       num_hidden_layers=4, linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16,
+                       linear_value_head_dim=8, linear_conv_kernel_dim=4, norm_topk_prob=True, mlp_only_layers=[1]),
 }
 BASE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             intermediate_size=48, vocab_size=128, num_experts_per_tok=2, max_position_embeddings=256,

@@ -48,7 +48,7 @@ SWITCHES = {"MOELAB_LINEAR_DOT_MIN_T": "1", "MOELAB_NORM_ROUTER_MAX_T": "8"}
 @pytest.mark.parametrize("family,batch,switches", [("qwen3_moe", 2, False), ("qwen2_moe", 2, False),
                                                    ("qwen3_moe", 1, False), ("qwen3_moe", 2, True),
                                                    ("qwen3_moe", 1, True), ("qwen3_5_moe_text", 1, False),
-                                                   ("qwen3_5_moe_text", 2, False)])
+                                                   ("qwen3_5_moe_text", 2, False), ("qwen3_next", 1, False)])
 def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, monkeypatch):
     """impl="moelab": the Triton kernels (interpreted on CPU) in the whole model. Kept tiny: 6 decode steps.
     qwen3_moe: per-head q/k norm; qwen2_moe: shared expert, RoPE only; batch 1: the engine's T=1 expert kernel;

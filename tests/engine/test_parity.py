@@ -43,7 +43,8 @@ def hf_greedy(model, prompt: torch.Tensor, steps: int) -> tuple[torch.Tensor, li
     return prompt_logits, logits, torch.stack(tokens, dim=1)
 
 
-@pytest.mark.parametrize("family", ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "qwen3_5_moe_text"])
+@pytest.mark.parametrize("family", ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "qwen3_5_moe_text",
+                                    "qwen3_next"])
 def test_matches_transformers_eager(checkpoint, family):
     model, folder = checkpoint(family)
     prompt = torch.randint(0, 128, (BATCH, PROMPT_LEN), generator=torch.Generator().manual_seed(3))

@@ -17,8 +17,9 @@ from moelab.errors import UserError
 from moelab.models import ModelSpec, load_spec
 from moelab.models.spec import PRESET_DIR
 
-FAMILIES = ("qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "qwen3_5_moe", "qwen3_5_moe_text")
-HYBRID = ("qwen3_5_moe", "qwen3_5_moe_text")  # Gated DeltaNet layers beside gated full attention, (1 + w) norms
+FAMILIES = ("qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")
+# Gated DeltaNet layers beside gated full attention, (1 + w) norms
+HYBRID = ("qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")
 
 # Layer kinds the engine can build (model.py's MIXERS): attention, and Qwen3.5's Gated DeltaNet. MLA would be a new
 # kind there; everything else (cache, loader, generate) is shared.

@@ -179,6 +179,7 @@ class Part:
     name: str
     shape: tuple[int, ...]
     dst: tuple  # index into the engine tensor (ints and slices)
+    src: tuple = ()  # the rows of the checkpoint tensor it takes (all of it when empty): Qwen3-Next's grouped rows
 
 
 def _attn_parts(cfg: EngineConfig, i: int, prefix: str) -> dict[str, list[Part]]:
@@ -200,12 +201,34 @@ def _attn_parts(cfg: EngineConfig, i: int, prefix: str) -> dict[str, list[Part]]
     return out
 
 
+def _gdn_in_grouped(cfg: EngineConfig, pre: str) -> list[Part]:
+    """Qwen3-Next stores the input projection as in_proj_qkvz and in_proj_ba, grouped by key head: for key head g,
+    [q_g, k_g, v and z of its value heads] and [b, a of its value heads]. The engine's gdn_in is [q | k | v | z | b | a],
+    each over all heads in order (value head g·rep + r), as Qwen3.5 stores it: the parts move each group's rows."""
+    H, nk, nv, dk, dv = cfg.hidden, cfg.linear_key_heads, cfg.linear_value_heads, cfg.linear_key_dim, cfg.linear_value_dim
+    rep, C = nv // nk, cfg.conv_channels
+    width = 2 * dk + 2 * rep * dv
+    qkvz, ba = (pre + "in_proj_qkvz.weight", (nk * width, H)), (pre + "in_proj_ba.weight", (nk * 2 * rep, H))
+    parts = []
+    for g in range(nk):
+        s0 = g * width
+        for src_at, n, dst_at in ((s0, dk, g * dk), (s0 + dk, dk, nk * dk + g * dk),
+                                  (s0 + 2 * dk, rep * dv, 2 * nk * dk + g * rep * dv),
+                                  (s0 + 2 * dk + rep * dv, rep * dv, C + g * rep * dv)):
+            parts.append(Part(*qkvz, (slice(dst_at, dst_at + n),), (slice(src_at, src_at + n),)))
+        for src_at, dst_at in ((2 * rep * g, C + nv * dv + g * rep), (2 * rep * g + rep, C + nv * dv + nv + g * rep)):
+            parts.append(Part(*ba, (slice(dst_at, dst_at + rep),), (slice(src_at, src_at + rep),)))
+    return parts
+
+
 def _gdn_parts(cfg: EngineConfig, i: int, prefix: str) -> dict[str, list[Part]]:
     pre = f"{prefix}layers.{i}.linear_attn."
     H, C, nv, dv = cfg.hidden, cfg.conv_channels, cfg.linear_value_heads, cfg.linear_value_dim
     rows = [("in_proj_qkv", 0, C), ("in_proj_z", C, C + nv * dv), ("in_proj_b", C + nv * dv, C + nv * dv + nv),
             ("in_proj_a", C + nv * dv + nv, C + nv * dv + 2 * nv)]
-    return {"gdn_in": [Part(f"{pre}{n}.weight", (b - a, H), (slice(a, b),)) for n, a, b in rows],
+    grouped = cfg.model_type == "qwen3_next"
+    return {"gdn_in": _gdn_in_grouped(cfg, pre) if grouped else
+            [Part(f"{pre}{n}.weight", (b - a, H), (slice(a, b),)) for n, a, b in rows],
             "gdn_conv": [Part(pre + "conv1d.weight", (C, 1, cfg.linear_conv), ())],  # a depthwise Conv1d's [C, 1, K]
             "gdn_a_log": [Part(pre + "A_log", (nv,), ())], "gdn_dt_bias": [Part(pre + "dt_bias", (nv,), ())],
             "gdn_norm": [Part(pre + "norm.weight", (dv,), ())], "gdn_out": [Part(pre + "out_proj.weight", (H, nv * dv), ())]}
@@ -300,7 +323,8 @@ def load_checkpoint(cfg: EngineConfig, folder: str | Path, dtype: torch.dtype, d
     for key, parts in pl.items():
         t = torch.empty(shapes[key], dtype=dtype, device=device)
         for part in parts:  # (reshape: the conv's [C, 1, K] into [C, K]; validate checked both shapes)
-            t[part.dst].copy_(ckpt.read(part.name).to(dtype).reshape(t[part.dst].shape))
+            src = ckpt.read_slice(part.name, part.src) if part.src else ckpt.read(part.name)
+            t[part.dst].copy_(src.to(dtype).reshape(t[part.dst].shape))
         out[key] = t
     return out
 
