@@ -432,7 +432,9 @@ def launch(world: int, fn, *args) -> None:
     try:
         mp.start_processes(_spawned, args=(world, free_port(), fn, args, errors), nprocs=world, join=True,
                            start_method="spawn")
-    except mp.ProcessExitedException:
+    except (mp.ProcessExitedException, mp.ProcessRaisedException):
+        # A rank that refused the input exits (code 2) after queueing its message; the rank still joining the
+        # process group then fails in gloo's rendezvous, and spawn may report that one first: the user error wins.
         if not errors.empty():
             rank, msg = errors.get()
             raise UserError(msg) from None
