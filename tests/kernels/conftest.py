@@ -325,7 +325,7 @@ SM90_JOBS["route_trigger"] = (_module, _kernel, _types, dict(_consts, E_PAD=128,
 # The Gated DeltaNet decode kernels at Qwen3.5-35B-A3B's tp=4 shapes (session 26).
 SM90_JOBS["gdn_conv"] = ("gdn", "_gdn_conv_kernel", {"x_ptr": "*bf16", "st_ptr": "*bf16", "w_ptr": "*bf16",
                                                      "o_ptr": "*bf16"},
-                         {"K": 4, "K_PAD": 4, "BLOCK_C": 128}, ["C", "s_xb", "s_sb", "s_sc"])
+                         {"K": 4, "K_PAD": 4, "BLOCK_C": 128}, ["C", "s_xb", "s_xt", "s_sb", "s_sc"])
 SM90_JOBS["gdn_recurrence"] = ("gdn", "_gdn_recurrence_kernel",
                                {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "b_ptr": "*bf16", "a_ptr": "*bf16",
                                 "alog_ptr": "*bf16", "dtb_ptr": "*bf16", "s_ptr": "*fp32", "o_ptr": "*bf16",

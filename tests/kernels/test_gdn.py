@@ -40,6 +40,34 @@ def test_recurrence_matches_reference_over_steps(B, HK, HV, DK, DV, dtype, close
         close(s_got, s_ref, tol=2e-2 if dtype == torch.bfloat16 and DEV == "cpu" else 1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("T", [1, 5])
+def test_a_prompt_in_one_launch_each(T, dtype, close):
+    """A prefill: conv, recurrence and gated norm over [B, T, ...] in one launch each (the kernels walk the tokens
+    in order, the states in registers) give the reference's outputs and leave its states, from nonzero states."""
+    B, HK, HV, DK, DV, C, K = 2, 2, 4, 16, 12, 2 * 2 * 16 + 4 * 12, 4
+    g = torch.Generator().manual_seed(T)
+
+    def t(*s_, scale=1.0):
+        return (torch.randn(*s_, generator=g) * scale).to(dtype).to(DEV)
+
+    x, cs, w = t(B, T, C), t(B, C, K - 1), t(C, K, scale=0.5)
+    c_ref, c_got = cs.clone(), cs.clone()
+    close(gdn.gdn_conv(x, c_got, w), gdn_conv_reference(x, c_ref, w))
+    assert torch.equal(c_got, c_ref)
+    q, k, v, b, a = t(B, T, HK, DK), t(B, T, HK, DK), t(B, T, HV, DV), t(B, T, HV), t(B, T, HV)
+    a_log, dt_bias = t(HV, scale=0.5), t(HV, scale=0.5)
+    st = (torch.randn(B, HV, DK, DV, generator=g) * 0.1).to(DEV)
+    s_ref, s_got = st.clone(), st.clone()
+    o = gdn.gdn_recurrence(q, k, v, b, a, a_log, dt_bias, s_got)
+    close(o, gdn_recurrence_reference(q, k, v, b, a, a_log, dt_bias, s_ref))
+    close(s_got, s_ref, tol=2e-2 if dtype == torch.bfloat16 and DEV == "cpu" else 1e-5)
+    z, nw = t(B, T, HV, DV), t(DV, scale=0.1) + 1
+    got = gdn.gdn_norm_gate(o, z, nw, 1e-6)
+    assert got.shape == (B, T, HV * DV)
+    close(got, gdn_norm_gate_reference(o, z, nw, 1e-6))
+
+
 def test_recurrence_takes_views_of_one_projection(close):
     """As the profile's step (and a model) hands them over: q, k, v, b and a are slices of one projection's output,
     strided in their rows."""

@@ -14,8 +14,8 @@ Which code runs where:
   * prefill attention (many query tokens, causal): `prefill_attention_sdpa` below, torch's SDPA —
     a prefill attention kernel is out of this round's scope;
   * Gated DeltaNet (`GatedDeltaNet`): its projections on `dense`, the conv, the recurrence and the gated norm
-    `ops.get(name, impl)` (moelab: one launch each). Prefill steps the recurrence token by token with the same ops
-    (no chunked prefill kernel yet: a 128-token prompt is 128 × 3 launches a layer).
+    `ops.get(name, impl)` (moelab: one launch each, at decode and in a prefill, where each walks the prompt's tokens
+    in order with the state in registers; no chunked form of the rule yet).
 """
 
 from __future__ import annotations
@@ -154,30 +154,30 @@ class GatedDeltaNet:
         self.norm_gate = ops.get("gdn_norm_gate", impl)
         self.dense = dense_for(impl)
 
-    def _token(self, proj: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        """proj [B, W]: one token's input projection -> the gated norm's output [B, Hv·Dv]."""
+    def _tokens(self, proj: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """proj [B, W] (one token) or [B, P, W] (a prompt, in order): the input projection -> the gated norm's output
+        [B, (P,) Hv·Dv]; the conv window and the recurrent state advance in the cache."""
         cfg = self.cfg
-        B, nk, nv, dk, dv = proj.shape[0], cfg.linear_key_heads, cfg.linear_value_heads, cfg.linear_key_dim, \
+        lead, nk, nv, dk, dv = proj.shape[:-1], cfg.linear_key_heads, cfg.linear_value_heads, cfg.linear_key_dim, \
             cfg.linear_value_dim
         qkv, z, b, a = proj.split([cfg.conv_channels, nv * dv, nv, nv], dim=-1)
-        mixed = self.conv(qkv, cache.conv[self.i], self.conv_w)  # [B, C], the window shifted in the cache
+        mixed = self.conv(qkv, cache.conv[self.i], self.conv_w)  # [B, (P,) C]
         q, k, v = mixed.split([nk * dk, nk * dk, nv * dv], dim=-1)
-        o = self.recurrence(q.reshape(B, nk, dk), k.reshape(B, nk, dk), v.reshape(B, nv, dv), b, a, self.a_log,
-                            self.dt_bias, cache.state[self.i])
-        return self.norm_gate(o, z.reshape(B, nv, dv), self.norm, cfg.rms_eps)
+        o = self.recurrence(q.reshape(*lead, nk, dk), k.reshape(*lead, nk, dk), v.reshape(*lead, nv, dv), b, a,
+                            self.a_log, self.dt_bias, cache.state[self.i])
+        return self.norm_gate(o, z.reshape(*lead, nv, dv), self.norm, cfg.rms_eps)
 
     def prefill(self, x: torch.Tensor, positions: torch.Tensor, batch: int, cache: KVCache) -> torch.Tensor:
-        """The prompt token by token from zero states (the recurrent rule; transformers prefills with the chunked
-        form of the same rule)."""
+        """The prompt from zero states: the same ops over [B, P, ...] (moelab: each a launch that walks the P tokens
+        in order, the states in registers; transformers prefills with the chunked form of the same rule)."""
         cache.conv[self.i].zero_()
         cache.state[self.i].zero_()
         P = x.shape[0] // batch
         proj = F.linear(x, self.w_in).view(batch, P, -1)
-        out = torch.stack([self._token(proj[:, t], cache) for t in range(P)], dim=1)  # [B, P, Hv·Dv]
-        return F.linear(out.reshape(batch * P, -1), self.w_out)
+        return F.linear(self._tokens(proj, cache).reshape(batch * P, -1), self.w_out)
 
     def decode(self, x: torch.Tensor, step: DecodeStep, cache: KVCache) -> torch.Tensor:
-        return self.dense(self._token(self.dense(x, self.w_in), cache), self.w_out)
+        return self.dense(self._tokens(self.dense(x, self.w_in), cache), self.w_out)
 
 
 class MoE:

@@ -29,38 +29,42 @@ _PROD = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
 
 @triton.jit
-def _gdn_conv_kernel(x_ptr, st_ptr, w_ptr, o_ptr, C, s_xb, s_sb, s_sc, s_wc, s_ob,
+def _gdn_conv_kernel(x_ptr, st_ptr, w_ptr, o_ptr, C, T, s_xb, s_xt, s_sb, s_sc, s_wc, s_ob, s_ot,
                      K: tl.constexpr, K_PAD: tl.constexpr, BLOCK_C: tl.constexpr):
-    """Program (row b, block of channels): window = [state[c, 0..K-2], x[c]] in w's dtype; the sum Σ_j window·w[c, j]
-    in fp32 rounded to w's dtype, SiLU in fp32 rounded to w's dtype, then x's (transformers' rounding);
-    state[c] ← window[1..K-1] (taken from registers: no load after a store)."""
+    """Program (row b, block of channels), T tokens in order: the window [last K-1 inputs, x[t]] in w's dtype, slid in
+    registers; the sum Σ_j window·w[c, j] in fp32 rounded to w's dtype, SiLU in fp32 rounded to w's dtype, then x's
+    (transformers' rounding); at the end state[c] ← the last K-1 inputs. The state is read once and written once."""
     bi = tl.program_id(0)
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     mc = offs_c < C
     offs_j = tl.arange(0, K_PAD)
-    st = tl.load(st_ptr + bi * s_sb + offs_c[:, None] * s_sc + offs_j[None, :],
-                 mask=mc[:, None] & (offs_j[None, :] < K - 1), other=0.0)
-    x = tl.load(x_ptr + bi * s_xb + offs_c, mask=mc, other=0.0)
     w = tl.load(w_ptr + offs_c[:, None] * s_wc + offs_j[None, :], mask=mc[:, None] & (offs_j[None, :] < K), other=0.0)
-    win = tl.where(offs_j[None, :] == K - 1, x[:, None], st).to(w.dtype)  # [BLOCK_C, K_PAD], in w's dtype
-    acc = tl.sum(win.to(tl.float32) * w.to(tl.float32), axis=1).to(w.dtype).to(tl.float32)
-    out = (acc / (1.0 + tl.exp(-acc))).to(w.dtype)
-    tl.store(o_ptr + bi * s_ob + offs_c, out.to(o_ptr.dtype.element_ty), mask=mc)
-    # new[c, j] = win[c, j + 1]: a select over a [BLOCK_C, K_PAD, K_PAD] tile (K is 4: 16 values a channel)
-    sel = offs_j[None, None, :] == offs_j[None, :, None] + 1
-    new = tl.sum(tl.where(sel, win.to(tl.float32)[:, None, :], 0.0), axis=2)
+    # The window before token 0 shifted right by one: win[j] = state[j - 1] (j = 1 .. K-1); the loop shifts it left.
+    win = tl.load(st_ptr + bi * s_sb + offs_c[:, None] * s_sc + (offs_j[None, :] - 1),
+                  mask=mc[:, None] & (offs_j[None, :] >= 1) & (offs_j[None, :] < K), other=0.0).to(w.dtype)
+    sel = offs_j[None, None, :] == offs_j[None, :, None] + 1  # [1, K_PAD, K_PAD]: picks win[j + 1] for slot j
+    for t in range(T):
+        x = tl.load(x_ptr + bi * s_xb + t * s_xt + offs_c, mask=mc, other=0.0)
+        shifted = tl.sum(tl.where(sel, win.to(tl.float32)[:, None, :], 0.0), axis=2)
+        win = tl.where(offs_j[None, :] == K - 1, x.to(tl.float32)[:, None], shifted).to(w.dtype)
+        acc = tl.sum(win.to(tl.float32) * w.to(tl.float32), axis=1).to(w.dtype).to(tl.float32)
+        out = (acc / (1.0 + tl.exp(-acc))).to(w.dtype)
+        tl.store(o_ptr + bi * s_ob + t * s_ot + offs_c, out.to(o_ptr.dtype.element_ty), mask=mc)
+    new = tl.sum(tl.where(sel, win.to(tl.float32)[:, None, :], 0.0), axis=2)  # the last K-1 inputs
     tl.store(st_ptr + bi * s_sb + offs_c[:, None] * s_sc + offs_j[None, :], new.to(st_ptr.dtype.element_ty),
              mask=mc[:, None] & (offs_j[None, :] < K - 1))
 
 
 @triton.jit
 def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr, s_ptr, o_ptr,
-                           HV, DK, DV, s_qb, s_qh, s_kb, s_kh, s_vb, s_vh, s_bb, s_ab, s_ob, s_oh, sqrt_dk,
+                           HV, DK, DV, T, s_qb, s_qt, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bb, s_bt, s_ab, s_at,
+                           s_ob, s_ot, s_oh, sqrt_dk,
                            REP: tl.constexpr, DK_PAD: tl.constexpr, BLOCK_V: tl.constexpr):
-    """Program (row b · value head h, block of BLOCK_V state columns), all in fp32:
+    """Program (row b · value head h, block of BLOCK_V state columns), T tokens in order, all in fp32:
         g = −exp(A_log[h])·softplus(a + dt_bias[h]), β = sigmoid(b) (rounded to b's dtype),
         q̂ = q·rsqrt(Σq² + 1e-6)/√Dk, k̂ = k·rsqrt(Σk² + 1e-6) (key head h // REP; transformers' l2norm)
-        S ← S·e^g;  S ← S + k̂ ⊗ β(v − k̂ᵀS);  o = q̂ᵀS   (S: the [Dk, BLOCK_V] slice, read once, written once)."""
+        S ← S·e^g;  S ← S + k̂ ⊗ β(v − k̂ᵀS);  o = q̂ᵀS
+    S, the [Dk, BLOCK_V] slice, stays in registers across the tokens: read once, written once."""
     pid = tl.program_id(0)
     bi = pid // HV
     hv = pid % HV
@@ -73,22 +77,24 @@ def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr,
     ptrs = base + offs_k[:, None] * DV + offs_v[None, :]
     m2 = mk[:, None] & mv[None, :]
     S = tl.load(ptrs, mask=m2, other=0.0)  # the state first: it is the stream
-    q = tl.load(q_ptr + bi * s_qb + hk * s_qh + offs_k, mask=mk, other=0.0).to(tl.float32)
-    k = tl.load(k_ptr + bi * s_kb + hk * s_kh + offs_k, mask=mk, other=0.0).to(tl.float32)
-    v = tl.load(v_ptr + bi * s_vb + hv * s_vh + offs_v, mask=mv, other=0.0).to(tl.float32)
-    qn = q * tl.rsqrt(tl.sum(q * q, axis=0) + 1e-6) / sqrt_dk  # transformers' l2norm, then ÷ √Dk
-    kn = k * tl.rsqrt(tl.sum(k * k, axis=0) + 1e-6)
-    x = tl.load(a_ptr + bi * s_ab + hv).to(tl.float32) + tl.load(dtb_ptr + hv).to(tl.float32)
-    softplus = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))  # torch's threshold of 20
-    g = -tl.exp(tl.load(alog_ptr + hv).to(tl.float32)) * softplus
-    bb = tl.load(b_ptr + bi * s_bb + hv)
-    beta = (1.0 / (1.0 + tl.exp(-bb.to(tl.float32)))).to(bb.dtype).to(tl.float32)  # sigmoid in b's dtype, as HF
-    S = S * tl.exp(g)
-    kv = tl.sum(S * kn[:, None], axis=0)  # [BLOCK_V]
-    S = S + kn[:, None] * ((v - kv) * beta)[None, :]
+    neg_a = -tl.exp(tl.load(alog_ptr + hv).to(tl.float32))
+    dtb = tl.load(dtb_ptr + hv).to(tl.float32)
+    for t in range(T):
+        q = tl.load(q_ptr + bi * s_qb + t * s_qt + hk * s_qh + offs_k, mask=mk, other=0.0).to(tl.float32)
+        k = tl.load(k_ptr + bi * s_kb + t * s_kt + hk * s_kh + offs_k, mask=mk, other=0.0).to(tl.float32)
+        v = tl.load(v_ptr + bi * s_vb + t * s_vt + hv * s_vh + offs_v, mask=mv, other=0.0).to(tl.float32)
+        qn = q * tl.rsqrt(tl.sum(q * q, axis=0) + 1e-6) / sqrt_dk  # transformers' l2norm, then ÷ √Dk
+        kn = k * tl.rsqrt(tl.sum(k * k, axis=0) + 1e-6)
+        x = tl.load(a_ptr + bi * s_ab + t * s_at + hv).to(tl.float32) + dtb
+        softplus = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))  # torch's threshold of 20
+        bb = tl.load(b_ptr + bi * s_bb + t * s_bt + hv)
+        beta = (1.0 / (1.0 + tl.exp(-bb.to(tl.float32)))).to(bb.dtype).to(tl.float32)  # sigmoid in b's dtype, as HF
+        S = S * tl.exp(neg_a * softplus)
+        kv = tl.sum(S * kn[:, None], axis=0)  # [BLOCK_V]
+        S = S + kn[:, None] * ((v - kv) * beta)[None, :]
+        o = tl.sum(S * qn[:, None], axis=0)
+        tl.store(o_ptr + bi * s_ob + t * s_ot + hv * s_oh + offs_v, o.to(o_ptr.dtype.element_ty), mask=mv)
     tl.store(ptrs, S, mask=m2)
-    o = tl.sum(S * qn[:, None], axis=0)
-    tl.store(o_ptr + bi * s_ob + hv * s_oh + offs_v, o.to(o_ptr.dtype.element_ty), mask=mv)
 
 
 @triton.jit
@@ -125,16 +131,18 @@ def _dtype(name: str, t: torch.Tensor) -> None:
 
 
 def gdn_conv(x: torch.Tensor, state: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Causal depthwise conv of one decode token + SiLU: x [B, C], state [B, C, K-1] (x's dtype, updated in place),
-    w [C, K] -> [B, C] in x's dtype. Contract as `moelab.ops.gdn.gdn_conv_reference`."""
+    """Causal depthwise conv + SiLU of one decode token, x [B, C], or of T tokens in order, x [B, T, C] (a prefill):
+    state [B, C, K-1] (x's dtype, updated in place), w [C, K] -> x's shape and dtype. Contract as
+    `moelab.ops.gdn.gdn_conv_reference`."""
     check_device(x, "gdn_conv: x")
-    if x.dim() != 2 or w.dim() != 2 or state.dim() != 3:
-        raise ValueError(f"gdn_conv: x must be [B, C], state [B, C, K-1], w [C, K]; got {tuple(x.shape)}, "
-                         f"{tuple(state.shape)}, {tuple(w.shape)}")
-    B, C = x.shape
+    if x.dim() not in (2, 3) or w.dim() != 2 or state.dim() != 3:
+        raise ValueError(f"gdn_conv: x must be [B, C] or [B, T, C], state [B, C, K-1], w [C, K]; got "
+                         f"{tuple(x.shape)}, {tuple(state.shape)}, {tuple(w.shape)}")
+    xs = x if x.dim() == 3 else x[:, None]
+    B, T, C = xs.shape
     K = w.shape[1]
     if w.shape[0] != C or tuple(state.shape) != (B, C, K - 1) or K < 2:
-        raise ValueError(f"gdn_conv: with x [B={B}, C={C}] and w [C, K={K}] (K ≥ 2) the state must be "
+        raise ValueError(f"gdn_conv: with x [B={B}, …, C={C}] and w [C, K={K}] (K ≥ 2) the state must be "
                          f"[{B}, {C}, {K - 1}], got {tuple(state.shape)} (w {tuple(w.shape)})")
     for name, t in (("x", x), ("state", state), ("w", w)):
         _dtype(f"gdn_conv: {name}", t)
@@ -142,32 +150,39 @@ def gdn_conv(x: torch.Tensor, state: torch.Tensor, w: torch.Tensor) -> torch.Ten
     if state.dtype != x.dtype or state.device != x.device or w.device != x.device:
         raise ValueError(f"gdn_conv: state must be {x.dtype} on {x.device} as x is (got {state.dtype} on "
                          f"{state.device}), w on {x.device} (got {w.device})")
-    out = torch.empty(B, C, dtype=x.dtype, device=x.device)
-    if B == 0 or C == 0:
-        return out
-    block = 128
-    _gdn_conv_kernel[(B, cdiv(C, block))](x, state, w, out, C, x.stride(0), state.stride(0), state.stride(1),
-                                          w.stride(0), out.stride(0), K=K, K_PAD=next_pow2(K), BLOCK_C=block,
-                                          num_warps=4)
-    return out
+    out = torch.empty(B, T, C, dtype=x.dtype, device=x.device)
+    if B and C and T:
+        block = 128
+        _gdn_conv_kernel[(B, cdiv(C, block))](xs, state, w, out, C, T, xs.stride(0), xs.stride(1), state.stride(0),
+                                              state.stride(1), w.stride(0), out.stride(0), out.stride(1), K=K,
+                                              K_PAD=next_pow2(K), BLOCK_C=block, num_warps=4)
+    return out if x.dim() == 3 else out[:, 0]
 
 
 def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state):
-    """The gated delta rule for one token: q, k [B, Hk, Dk]; v [B, Hv, Dv] (Hv a multiple of Hk); b, a [B, Hv];
-    a_log, dt_bias [Hv]; state [B, Hv, Dk, Dv] fp32, contiguous, updated in place -> o [B, Hv, Dv] in v's dtype.
+    """The gated delta rule for one token per sequence — q, k [B, Hk, Dk]; v [B, Hv, Dv] (Hv a multiple of Hk);
+    b, a [B, Hv] — or for T tokens in order (a prefill: q, k [B, T, Hk, Dk], v [B, T, Hv, Dv], b, a [B, T, Hv]);
+    a_log, dt_bias [Hv]; state [B, Hv, Dk, Dv] fp32, contiguous, updated in place -> o like v, in v's dtype.
     Contract as `moelab.ops.gdn.gdn_recurrence_reference`."""
     check_device(v, "gdn_recurrence: v")
-    if q.dim() != 3 or k.shape != q.shape or v.dim() != 3 or v.shape[0] != q.shape[0]:
-        raise ValueError(f"gdn_recurrence: q and k must be [B, Hk, Dk] alike and v [B, Hv, Dv]; got q "
+    seq = v.dim() == 4
+    if seq:
+        q_, k_, v_, b_, a_ = q, k, v, b, a
+    else:
+        q_, k_, v_, b_, a_ = (t[:, None] if t.dim() == n else t for t, n in ((q, 3), (k, 3), (v, 3), (b, 2), (a, 2)))
+    if q_.dim() != 4 or k_.shape != q_.shape or v_.dim() != 4 or v_.shape[:2] != q_.shape[:2]:
+        raise ValueError(f"gdn_recurrence: q and k must be [B, (T,) Hk, Dk] alike and v [B, (T,) Hv, Dv]; got q "
                          f"{tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
-    B, HK, DK = q.shape
-    HV, DV = v.shape[1], v.shape[2]
+    B, T, HK, DK = q_.shape
+    HV, DV = v_.shape[2], v_.shape[3]
     if HK == 0 or HV % HK:
         raise ValueError(f"gdn_recurrence: the value heads ({HV}) must be a multiple of the key heads ({HK})")
-    for name, t, shape in (("b", b, (B, HV)), ("a", a, (B, HV)), ("a_log", a_log, (HV,)), ("dt_bias", dt_bias, (HV,)),
-                           ("state", state, (B, HV, DK, DV))):
-        if tuple(t.shape) != shape:
-            raise ValueError(f"gdn_recurrence: {name} must be {list(shape)}, got {list(t.shape)}")
+    lead = (B, T) if seq else (B,)
+    for name, t, t_, shape in (("b", b, b_, (B, T, HV)), ("a", a, a_, (B, T, HV)), ("a_log", a_log, a_log, (HV,)),
+                               ("dt_bias", dt_bias, dt_bias, (HV,)), ("state", state, state, (B, HV, DK, DV))):
+        if tuple(t_.shape) != shape:
+            want = [*lead, HV] if name in ("a", "b") else list(shape)
+            raise ValueError(f"gdn_recurrence: {name} must be {want}, got {list(t.shape)}")
         if t.device != v.device:
             raise ValueError(f"gdn_recurrence: {name} is on {t.device}, v on {v.device}")
     if state.dtype != torch.float32 or not state.is_contiguous():
@@ -176,24 +191,28 @@ def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state):
     for name, t in (("q", q), ("k", k), ("v", v), ("b", b), ("a", a), ("a_log", a_log), ("dt_bias", dt_bias)):
         _dtype(f"gdn_recurrence: {name}", t)
         _last_contiguous(f"gdn_recurrence: {name}", t)
-    o = torch.empty(B, HV, DV, dtype=v.dtype, device=v.device)
-    if B == 0:
-        return o
-    block_v = min(32, next_pow2(DV))
-    _gdn_recurrence_kernel[(B * HV, cdiv(DV, block_v))](
-        q, k, v, b, a, a_log, dt_bias, state, o, HV, DK, DV, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
-        v.stride(0), v.stride(1), b.stride(0), a.stride(0), o.stride(0), o.stride(1), DK ** 0.5,
-        REP=HV // HK, DK_PAD=next_pow2(DK), BLOCK_V=block_v, num_warps=4)
-    return o
+    o = torch.empty(B, T, HV, DV, dtype=v.dtype, device=v.device)
+    if B and T:
+        block_v = min(32, next_pow2(DV))
+        _gdn_recurrence_kernel[(B * HV, cdiv(DV, block_v))](
+            q_, k_, v_, b_, a_, a_log, dt_bias, state, o, HV, DK, DV, T, *q_.stride()[:3], *k_.stride()[:3],
+            *v_.stride()[:3], *b_.stride()[:2], *a_.stride()[:2], *o.stride()[:3], DK ** 0.5,
+            REP=HV // HK, DK_PAD=next_pow2(DK), BLOCK_V=block_v, num_warps=4)
+    return o if seq else o[:, 0]
 
 
 def gdn_norm_gate(o: torch.Tensor, z: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm(o) per head · w · SiLU(z) (Qwen3-Next's gated norm): o, z [B, Hv, Dv], w [Dv] -> [B, Hv·Dv] in o's
-    dtype. Contract as `moelab.ops.gdn.gdn_norm_gate_reference`."""
+    """RMSNorm(o) per head · w · SiLU(z) (Qwen3-Next's gated norm): o, z [..., Hv, Dv] (any leading dims: [B] at
+    decode, [B, T] in a prefill), w [Dv] -> [..., Hv·Dv] in o's dtype. Contract as
+    `moelab.ops.gdn.gdn_norm_gate_reference`."""
     check_device(o, "gdn_norm_gate: o")
-    if o.dim() != 3 or z.shape != o.shape or tuple(w.shape) != (o.shape[2],):
-        raise ValueError(f"gdn_norm_gate: o and z must be [B, Hv, Dv] alike and w [Dv]; got o {tuple(o.shape)}, "
+    if o.dim() < 2 or z.shape != o.shape or tuple(w.shape) != (o.shape[-1],):
+        raise ValueError(f"gdn_norm_gate: o and z must be [..., Hv, Dv] alike and w [Dv]; got o {tuple(o.shape)}, "
                          f"z {tuple(z.shape)}, w {tuple(w.shape)}")
+    if o.dim() != 3:  # the leading dims as rows: views where the strides allow it (a prefill's z does)
+        lead = o.shape[:-2]
+        return gdn_norm_gate(o.reshape(-1, *o.shape[-2:]), z.reshape(-1, *z.shape[-2:]), w, eps).view(
+            *lead, o.shape[-2] * o.shape[-1])
     for name, t in (("o", o), ("z", z), ("w", w)):
         _dtype(f"gdn_norm_gate: {name}", t)
         _last_contiguous(f"gdn_norm_gate: {name}", t)

@@ -18,9 +18,12 @@ from moelab.kernels.gdn import gdn_recurrence as _recurrence_kernel
 
 
 def gdn_conv_reference(x: torch.Tensor, state: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Causal depthwise conv, one decode token: x [B, C], state [B, C, K-1] (updated in place), w [C, K] -> [B, C].
-    As transformers' `causal_conv1d_update`: the window in w's dtype, the conv summed in fp32 and rounded to w's dtype,
-    SiLU in fp32 rounded to w's dtype, then to x's dtype."""
+    """Causal depthwise conv, one decode token: x [B, C], state [B, C, K-1] (updated in place), w [C, K] -> [B, C];
+    or T tokens in order, x [B, T, C] -> [B, T, C]. As transformers' `causal_conv1d_update` token by token: the
+    window in w's dtype, the conv summed in fp32 and rounded to w's dtype, SiLU in fp32 rounded to w's dtype, then to
+    x's dtype."""
+    if x.dim() == 3:
+        return torch.stack([gdn_conv_reference(x[:, t], state, w) for t in range(x.shape[1])], dim=1)
     window = torch.cat((state, x[:, :, None]), dim=-1).to(w.dtype)  # [B, C, K]
     state.copy_(window[:, :, 1:])
     conv = (window.float() * w.float()).sum(-1).to(w.dtype)
@@ -37,7 +40,11 @@ def gdn_recurrence_reference(q, k, v, b, a, a_log, dt_bias, state):
     it. q, k [B, Hk, Dk] (key head h serves value heads h·Hv/Hk ...); v [B, Hv, Dv]; b, a [B, Hv]; a_log, dt_bias [Hv];
     state [B, Hv, Dk, Dv] fp32 (updated in place), all in fp32 but β = sigmoid(b) rounded to b's dtype first:
         g = −exp(A_log)·softplus(a + dt_bias),  q̂ = l2norm(q)/√Dk,  k̂ = l2norm(k)
-        S ← S·e^g;  S ← S + k̂ ⊗ β(v − k̂ᵀS);  o = q̂ᵀS                 -> o [B, Hv, Dv] in v's dtype."""
+        S ← S·e^g;  S ← S + k̂ ⊗ β(v − k̂ᵀS);  o = q̂ᵀS                 -> o [B, Hv, Dv] in v's dtype.
+    T tokens in order (a prefill): q, k [B, T, Hk, Dk], v [B, T, Hv, Dv], b, a [B, T, Hv] -> o [B, T, Hv, Dv]."""
+    if v.dim() == 4:
+        return torch.stack([gdn_recurrence_reference(q[:, t], k[:, t], v[:, t], b[:, t], a[:, t], a_log, dt_bias,
+                                                     state) for t in range(v.shape[1])], dim=1)
     rep = v.shape[1] // q.shape[1]
     qf = l2norm(q.float()).repeat_interleave(rep, dim=1) / q.shape[-1] ** 0.5
     kf = l2norm(k.float()).repeat_interleave(rep, dim=1)
@@ -50,11 +57,11 @@ def gdn_recurrence_reference(q, k, v, b, a, a_log, dt_bias, state):
 
 
 def gdn_norm_gate_reference(o: torch.Tensor, z: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm(o) per head · SiLU(z), as transformers' `Qwen3_5MoeRMSNormGated` / Qwen3-Next's: o, z [B, Hv, Dv],
-    w [Dv] -> [B, Hv·Dv]."""
+    """RMSNorm(o) per head · SiLU(z), as transformers' `Qwen3_5MoeRMSNormGated` / Qwen3-Next's: o, z [..., Hv, Dv],
+    w [Dv] -> [..., Hv·Dv]."""
     h = o.float()
     h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
-    return ((w * h.to(o.dtype)).float() * F.silu(z.float())).to(o.dtype).flatten(1)
+    return ((w * h.to(o.dtype)).float() * F.silu(z.float())).to(o.dtype).flatten(-2)
 
 
 ops.register("gdn_conv", gdn_conv_reference, _conv_kernel,
