@@ -50,6 +50,9 @@ def hf_model_on(raw: dict, cfg, w: dict[str, torch.Tensor], device: torch.device
     names = set(model.state_dict().keys())
     for key, parts in plan(cfg, names).items():
         for part in parts:
+            if part.src:  # Qwen3-Next's key-head-grouped projection: the engine reorders its rows, so no view fits
+                raise SystemExit(f"bench_decode: transformers' {part.name} cannot be a view of the engine's weights "
+                                 f"({cfg.model_type} stores it grouped by key head); run --rows moelab,moelab-eager")
             view = w[key][part.dst]
             mod_name, _, pname = part.name.rpartition(".")
             mod = model.get_submodule(mod_name)

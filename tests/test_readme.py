@@ -109,3 +109,22 @@ def test_one_attention_table_takes_each_shape_from_the_newest_run_that_measured_
     assert "| 1 | 1024 | moelab | 221 | 0.1 | 1 | 50 | [2] |" in md and "| 1 | 1024 | cudnn | 222 |" in md
     assert "| 8 | 4096 | moelab | 113 | 0.1 | 1 | 50 | [1] |" in md
     assert "[1] `old.json`" in md and "[2] `new.json`" in md
+
+
+def test_each_merged_table_numbers_its_own_runs(tmp_path):
+    """Two decode models, two tables: each table's `run` numbers point at the runs listed under that table."""
+    import json
+
+    from moelab import report
+
+    def rec(name, date, model, tps):
+        body = {"kind": "bench-decode", "env": {"device": "GPU", "date": date, "commit": "c"}, "model": model,
+                "prompt_len": 1, "new_tokens": 2, "rows": [{"batch": 1, "row": "moelab", "tokens_per_s": tps}]}
+        (tmp_path / name).write_text(json.dumps(body))
+
+    rec("a.json", "2026-01-01", "m1", 111)
+    rec("b.json", "2026-01-02", "m2", 222)
+    md = report.results_markdown(str(tmp_path))
+    first, second = md.split("### End-to-end decode")[1:]
+    assert "| 111 |" in first and "[1]" in first and "[1] `a.json`" in first and "b.json" not in first
+    assert "| 222 |" in second and "[1] `b.json`" in second and "a.json" not in second and "[2]" not in second

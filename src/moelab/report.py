@@ -166,9 +166,11 @@ def _merged_tables(recs: list[tuple[str, dict]], kind: str, cells, *, heading: s
     out = []
     for ident in sorted({c[0] for c in got}):
         mine = sorted((c for c in got if c[0] == ident), key=lambda c: order(c, first))
+        used = sorted({got[c][1] for c in mine})  # this table's runs, numbered from 1 under it
+        local = {i: n for n, i in enumerate(used, 1)}
         out += [f"### {heading}\n\n{preamble(ident)}\n",
-                _md_table(header + ["run"], [(*row(x), f"[{got[c][1]}]") for c in mine for x in got[c][0]]), "",
-                _runs_list([runs[i - 1] for i in sorted({got[c][1] for c in mine})], extra), ""]
+                _md_table(header + ["run"], [(*row(x), f"[{local[got[c][1]]}]") for c in mine for x in got[c][0]]), "",
+                _runs_list([runs[i - 1] for i in used], extra), ""]
     return out
 
 

@@ -278,3 +278,14 @@ def test_graph_replay_matches_eager_launches(checkpoint, family):
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert torch.equal(c, b[:, 1:])
+
+
+def test_hybrid_decode_runs_restart_from_the_prefill(checkpoint):
+    """Qwen3.5's Gated DeltaNet states advance in place: a second decode run from the same prefill (as `moelab
+    decode` times several) starts from the prefill's states again and gives the same tokens."""
+    _, folder = checkpoint("qwen3_5_moe_text")
+    eng = build(folder, batch=2, max_len=16, impl="eager", device="cpu")
+    prompt = torch.randint(0, 128, (2, 5), generator=torch.Generator().manual_seed(4))
+    tokens = eng.generate(prompt, 6)
+    for _ in range(2):
+        assert torch.equal(eng.decode(tokens[:, 0], 5), tokens[:, 1:])

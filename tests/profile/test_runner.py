@@ -113,6 +113,27 @@ def test_rel_err_catches_a_wrong_output():
     assert runner.rel_err((ref[0], torch.tensor([1, 2, 3, 5])), ref) == 0.25
 
 
+def test_the_check_compares_states_written_in_place():
+    """An op that updates a state in place (the Gated DeltaNet ops, the KV append): each side runs on its own copy
+    (so neither reads a state the other advanced), and a kernel that returns the right output but writes a wrong
+    state is caught; the caller's set is left as it was."""
+    from types import SimpleNamespace
+
+    def right(x, state):
+        state.add_(x)
+        return state * 2
+
+    def wrong(x, state):
+        out = (state + x) * 2
+        state.add_(2 * x)
+        return out
+
+    args = (torch.ones(4), torch.zeros(4))
+    assert runner._check(SimpleNamespace(fns={"moelab": right, "eager": right}), args) == 0.0
+    assert runner._check(SimpleNamespace(fns={"moelab": wrong, "eager": right}), args) == pytest.approx(1.0)
+    assert torch.equal(args[1], torch.zeros(4))
+
+
 def test_unsupported_models_and_impls_say_so(fake_meter):
     with pytest.raises(UserError, match="MLA"):
         runner.profile(load_spec("deepseek-v3"), batch=1, ctxs=[16], tp=1, impls=("eager",),

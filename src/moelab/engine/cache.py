@@ -30,11 +30,15 @@ class KVCache:
         state = (batch, cfg.linear_value_heads, cfg.linear_key_dim, cfg.linear_value_dim)
         self.conv = [None if a else torch.zeros(conv, dtype=dtype, device=device) for a in attn]
         self.state = [None if a else torch.zeros(state, dtype=torch.float32, device=device) for a in attn]
+        # The Gated DeltaNet states as the prefill left them: every decode run starts from them (a second run from
+        # the same prefill must not continue from where the first stopped, as K/V positions never do).
+        self._at_prefill = [t.clone() for t in self.linear_states()]
 
     @staticmethod
     def nbytes(cfg: EngineConfig, batch: int, max_len: int, dtype: torch.dtype) -> int:
+        """K/V, and the Gated DeltaNet states twice (the live ones and the prefill's copy)."""
         elem = torch.empty((), dtype=dtype).element_size()
-        return batch * (max_len * cfg.kv_bytes_per_token(elem) + cfg.linear_state_bytes(elem))
+        return batch * (max_len * cfg.kv_bytes_per_token(elem) + 2 * cfg.linear_state_bytes(elem))
 
     def write_prefill(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
         """k, v: [B, P, Hk, D] for positions 0..P-1 of every sequence."""
@@ -45,3 +49,13 @@ class KVCache:
     def linear_states(self) -> list[torch.Tensor]:
         """Every Gated DeltaNet state tensor (what a decode step advances in place, unlike K/V's new positions)."""
         return [t for t in self.conv + self.state if t is not None]
+
+    def keep_prefill_states(self) -> None:
+        """Remember the Gated DeltaNet states the prefill left (device copies: no host sync)."""
+        for dst, src in zip(self._at_prefill, self.linear_states()):
+            dst.copy_(src)
+
+    def restore_prefill_states(self) -> None:
+        """Back to the states the prefill left: a decode run, or the CUDA graph's warm-up steps, advanced them."""
+        for dst, src in zip(self.linear_states(), self._at_prefill):
+            dst.copy_(src)

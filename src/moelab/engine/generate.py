@@ -121,7 +121,9 @@ class Engine:
             raise UserError(f"prompt must be [batch={self.batch}, 1..{self.max_len}] token ids, "
                             f"got shape {list(prompt.shape)}")
         self.prompt_len = prompt.shape[1]
-        return self.model.prefill(prompt, self.cache)
+        logits = self.model.prefill(prompt, self.cache)
+        self.cache.keep_prefill_states()
+        return logits
 
     # ------------------------------------------------------------------ decode
 
@@ -156,6 +158,7 @@ class Engine:
             self._stepi = torch.zeros((), dtype=torch.long, device=self.device)
             self._n_cap, self._graph = n, None
         out, stepi = self._out, self._stepi
+        self.cache.restore_prefill_states()  # Gated DeltaNet: every run from the prefill's states, as K/V's positions
         self.tok.copy_(first)
         self.pos.fill_(self.prompt_len)
         stepi.zero_()
@@ -173,9 +176,8 @@ class Engine:
         if self._graph is None:
             # Warm up on a side stream (allocator, Triton compilation), then capture one step. The warm-up
             # steps write the cache beyond the prompt, advance the Gated DeltaNet states and move the buffers:
-            # restore them after.
+            # restore them after (the states are at the prefill's here: decode restored them).
             tok0, pos0 = self.tok.clone(), self.pos.clone()
-            states0 = [t.clone() for t in self.cache.linear_states()]
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side):
@@ -188,8 +190,7 @@ class Engine:
             self._graph = g
             self.tok.copy_(tok0)
             self.pos.copy_(pos0)
-            for t, t0 in zip(self.cache.linear_states(), states0):
-                t.copy_(t0)
+            self.cache.restore_prefill_states()
             stepi.zero_()
         return self._graph.replay
 

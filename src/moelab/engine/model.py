@@ -62,6 +62,11 @@ class DecodeStep:
         self.positions = positions  # [B] int64: where each sequence's new token goes (attention reads 0 .. it)
 
 
+def _gated(out: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
+    """Qwen3.5's attention output gate: out · sigmoid(gate), in the activation dtype as transformers computes it."""
+    return out if gate is None else out * torch.sigmoid(gate)
+
+
 class Attention:
     """GQA self-attention with the family's q/k treatment; K/V go to the static cache."""
 
@@ -85,8 +90,8 @@ class Attention:
         return self.rmsnorm(t, weight, self.cfg.rms_eps)
 
     def _project(self, x: torch.Tensor):
-        """q [T, Hq, D], k and v [T, Hk, D]: the projection and what comes before the per-head norm and RoPE. With
-        an output gate (Qwen3.5) q_proj's rows are [q | gate] per head: the gate [T, Hq·D] goes to `self._gate`."""
+        """q [T, Hq, D], k and v [T, Hk, D], gate [T, Hq·D] or None: the projection and what comes before the
+        per-head norm and RoPE. With an output gate (Qwen3.5) q_proj's rows are [q | gate] per head."""
         cfg = self.cfg
         T, D = x.shape[0], cfg.head_dim
         qkv = self.dense(x, self.qkv, self.qkv_bias)  # [T, (Hq+2Hk)·D], q twice as wide with the gate
@@ -94,41 +99,37 @@ class Attention:
         q, k, v = qkv.split([qw, cfg.kv_heads * D, cfg.kv_heads * D], dim=-1)
         if cfg.attn_gate:
             qg = q.reshape(T, cfg.heads, 2 * D)
-            q, self._gate = qg[..., :D], qg[..., D:].reshape(T, cfg.heads * D)
-            return q, k.reshape(T, cfg.kv_heads, D), v.reshape(T, cfg.kv_heads, D)
+            return qg[..., :D], k.reshape(T, cfg.kv_heads, D), v.reshape(T, cfg.kv_heads, D), \
+                qg[..., D:].reshape(T, cfg.heads * D)
         if cfg.qk_norm == "full":  # OLMoE: one RMSNorm over all heads of the projection
             q = self.full_norm(q, self.q_norm, "q")
             k = self.full_norm(k, self.k_norm, "k")
         if cfg.clip_qkv is not None:
             c = float(cfg.clip_qkv)
             q, k, v = q.clamp(-c, c), k.clamp(-c, c), v.clamp(-c, c)
-        return q.reshape(T, cfg.heads, D), k.reshape(T, cfg.kv_heads, D), v.reshape(T, cfg.kv_heads, D)
+        return q.reshape(T, cfg.heads, D), k.reshape(T, cfg.kv_heads, D), v.reshape(T, cfg.kv_heads, D), None
 
     def _qkv(self, x: torch.Tensor, positions: torch.Tensor):
         cfg = self.cfg
-        q, k, v = self._project(x)
+        q, k, v, gate = self._project(x)
         if self.qk_norm_rope is not None:
             q, k = self.qk_norm_rope(q, k, self.q_norm, self.k_norm, positions, eps=cfg.rms_eps,
                                      rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim, offset=cfg.offset_norm)
         else:
             q, k = self.rope(q, k, positions, rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim)
-        return q, k, v
+        return q, k, v, gate
 
     def prefill(self, x: torch.Tensor, positions: torch.Tensor, batch: int, cache: KVCache) -> torch.Tensor:
-        q, k, v = self._qkv(x, positions)  # [B·P, H·, D]
+        q, k, v, gate = self._qkv(x, positions)  # [B·P, H·, D]
         P = x.shape[0] // batch
         q, k, v = (t.reshape(batch, P, *t.shape[1:]) for t in (q, k, v))
         cache.write_prefill(self.i, k, v)
         out = prefill_attention_sdpa(q, k, v, self.scale).reshape(batch * P, -1)  # [B·P, Hq·D]
-        return F.linear(self._gated(out), self.o, self.o_bias)
-
-    def _gated(self, out: torch.Tensor) -> torch.Tensor:
-        """Qwen3.5's output gate: out · sigmoid(gate), in the activation dtype as transformers computes it."""
-        return out * torch.sigmoid(self._gate) if self.cfg.attn_gate else out
+        return F.linear(_gated(out, gate), self.o, self.o_bias)
 
     def decode(self, x: torch.Tensor, step: DecodeStep, cache: KVCache) -> torch.Tensor:
         cfg = self.cfg
-        q, k, v = self._project(x)  # [B, H·, D]
+        q, k, v, gate = self._project(x)  # [B, H·, D]
         # q/k norm (Qwen3) or none, RoPE, the KV append and attention: one op (under impl="moelab" the split
         # kernel does the prologue, so it has no launch of its own: −70 µs per token at batch 1, docs/worklog.md).
         head_norm = cfg.qk_norm == "head"
@@ -136,7 +137,7 @@ class Attention:
                                        step.positions, cache.k[self.i], cache.v[self.i], eps=cfg.rms_eps,
                                        rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim, scale=self.scale,
                                        offset=cfg.offset_norm)
-        return self.dense(self._gated(out.reshape(x.shape[0], -1)), self.o, self.o_bias)
+        return self.dense(_gated(out.reshape(x.shape[0], -1), gate), self.o, self.o_bias)
 
 
 class GatedDeltaNet:

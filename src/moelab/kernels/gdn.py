@@ -34,7 +34,7 @@ def _gdn_conv_kernel(x_ptr, st_ptr, w_ptr, o_ptr, C, T, s_xb, s_xt, s_sb, s_sc, 
     """Program (row b, block of channels), T tokens in order: the window [last K-1 inputs, x[t]] in w's dtype, slid in
     registers; the sum Σ_j window·w[c, j] in fp32 rounded to w's dtype, SiLU in fp32 rounded to w's dtype, then x's
     (transformers' rounding); at the end state[c] ← the last K-1 inputs. The state is read once and written once."""
-    bi = tl.program_id(0)
+    bi = tl.program_id(0).to(tl.int64)  # row offsets in int64: b·(row stride) passes 2³¹ at long prompts
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     mc = offs_c < C
     offs_j = tl.arange(0, K_PAD)
@@ -66,7 +66,7 @@ def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr,
         S ← S·e^g;  S ← S + k̂ ⊗ β(v − k̂ᵀS);  o = q̂ᵀS
     S, the [Dk, BLOCK_V] slice, stays in registers across the tokens: read once, written once."""
     pid = tl.program_id(0)
-    bi = pid // HV
+    bi = (pid // HV).to(tl.int64)  # row offsets in int64: b·(row stride) passes 2³¹ at long prompts
     hv = pid % HV
     hk = hv // REP
     offs_k = tl.arange(0, DK_PAD)
@@ -86,7 +86,10 @@ def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr,
         qn = q * tl.rsqrt(tl.sum(q * q, axis=0) + 1e-6) / sqrt_dk  # transformers' l2norm, then ÷ √Dk
         kn = k * tl.rsqrt(tl.sum(k * k, axis=0) + 1e-6)
         x = tl.load(a_ptr + bi * s_ab + t * s_at + hv).to(tl.float32) + dtb
-        softplus = tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(tl.minimum(x, 20.0))))  # torch's threshold of 20
+        # softplus as torch: x above 20, else log1p(exp(x)); log1p by its series where exp(x) is below 1e-4 (log(1 + u)
+        # would lose u's digits there; no libdevice call, so the interpreter runs it too)
+        u = tl.exp(tl.minimum(x, 20.0))
+        softplus = tl.where(x > 20.0, x, tl.where(u < 1e-4, u * (1.0 - 0.5 * u), tl.log(1.0 + u)))
         bb = tl.load(b_ptr + bi * s_bb + t * s_bt + hv)
         beta = (1.0 / (1.0 + tl.exp(-bb.to(tl.float32)))).to(bb.dtype).to(tl.float32)  # sigmoid in b's dtype, as HF
         S = S * tl.exp(neg_a * softplus)
@@ -103,7 +106,7 @@ def _gdn_norm_gate_kernel(o_ptr, z_ptr, w_ptr, out_ptr, DV, s_ob, s_oh, s_zb, s_
     """Program (row b · head h): RMSNorm of o[b, h] in fp32, rounded to o's dtype, times w (in the promoted dtype of
     w and o: PROD 0 fp32, 1 fp16, 2 bf16), times SiLU(z) in fp32, rounded to o's dtype into out[b, h·Dv:]."""
     pid = tl.program_id(0)
-    bi = pid // HV
+    bi = (pid // HV).to(tl.int64)
     hv = pid % HV
     offs = tl.arange(0, DV_PAD)
     m = offs < DV
@@ -178,6 +181,9 @@ def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state):
     if HK == 0 or HV % HK:
         raise ValueError(f"gdn_recurrence: the value heads ({HV}) must be a multiple of the key heads ({HK})")
     lead = (B, T) if seq else (B,)
+    for name, t in (("q", q), ("k", k)):
+        if t.device != v.device:
+            raise ValueError(f"gdn_recurrence: {name} is on {t.device}, v on {v.device}")
     for name, t, t_, shape in (("b", b, b_, (B, T, HV)), ("a", a, a_, (B, T, HV)), ("a_log", a_log, a_log, (HV,)),
                                ("dt_bias", dt_bias, dt_bias, (HV,)), ("state", state, state, (B, HV, DK, DV))):
         if tuple(t_.shape) != shape:
