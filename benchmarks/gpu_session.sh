@@ -1130,6 +1130,13 @@ case "${1:?stage A to G}" in
       # causal-conv1d kernels on the device machine) and its static-cache + torch.compile generate, batch 1.
     run decode-qwen35-hf 540 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab,moelab-eager,hf-eager,hf-compile --hf-eager-new-tokens 16
     ;;
+  EE) # after EC: the Gated DeltaNet kernels in the step's PDL chain (MOELAB_GDN_PDL: each releases the next kernel as
+      # it starts and waits in hardware before reading an earlier kernel's output, so the output projection's 16.8 MB
+      # weight streams while conv, recurrence and gated norm run). Correctness first, with the switch on.
+      # Predicted: Qwen3.5 batch 1 -0.05..-0.12 ms a token (up to 3.6 us of weight stream hidden in each of 30 layers).
+    run gpu-tests-pdl 240 env MOELAB_GDN_PDL=1 python -m pytest tests/engine tests/kernels/test_gdn.py -k "qwen3_5 or gdn" -q -p no:cacheprovider --tb=short -rf
+    run ab-qwen35 300 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,P=MOELAB_GDN_PDL
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -334,6 +334,10 @@ SM90_JOBS["gdn_recurrence"] = ("gdn", "_gdn_recurrence_kernel",
 SM90_JOBS["gdn_norm_gate"] = ("gdn", "_gdn_norm_gate_kernel", {"o_ptr": "*bf16", "z_ptr": "*bf16", "w_ptr": "*bf16",
                                                                "out_ptr": "*bf16", "eps": "fp32"},
                               {"DV_PAD": 128, "PROD": 2}, ["DV"])
+for _name in ("gdn_conv", "gdn_recurrence", "gdn_norm_gate"):  # plain, and in the step's PDL chain (MOELAB_GDN_PDL)
+    _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
+    SM90_JOBS[_name] = (_module, _kernel, _types, dict(_consts, PDL=False), *_rest)
+    SM90_JOBS[_name + "_pdl"] = (_module, _kernel, _types, dict(_consts, PDL=True), *_rest)
 # The same PDL-launched ($MOELAB_ROUTE_PDL, session 26): it waits for the kernel before it, then reads the logits.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["route_trigger"]
 SM90_JOBS["route_pdl"] = (_module, _kernel, _types, dict(_consts, USE_PDL=True), *_rest)

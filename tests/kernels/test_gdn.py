@@ -193,9 +193,23 @@ def test_errors_name_what_is_wrong():
 
 @pytest.mark.parametrize("job", ["gdn_conv", "gdn_recurrence", "gdn_norm_gate"])
 def test_compiles_for_sm90(sm90, job):
-    """The interpreter does not compile: each kernel at Qwen3.5's tp=4 shapes, for an H100/H200."""
-    assert "error" not in sm90[job], sm90[job].get("error")
-    assert ".entry" in sm90[job]["ptx"]
+    """The interpreter does not compile: each kernel at Qwen3.5's tp=4 shapes, for an H100/H200; plain, it carries
+    no griddepcontrol; in the PDL chain it releases the next kernel before it waits, and stores nothing before."""
+    for name in (job, job + "_pdl"):
+        assert "error" not in sm90[name], (name, sm90[name].get("error"))
+    assert ".entry" in sm90[job]["ptx"] and "griddepcontrol" not in sm90[job]["ptx"]
+    ptx = sm90[job + "_pdl"]["ptx"]
+    wait = ptx.index("griddepcontrol.wait")
+    assert ptx.index("griddepcontrol.launch_dependents") < wait < ptx.index("st.global")
+
+
+def test_gdn_pdl_is_off_by_default_and_never_off_the_chain(monkeypatch):
+    monkeypatch.delenv("MOELAB_GDN_PDL", raising=False)
+    monkeypatch.setattr(gdn, "chain_pdl", lambda device, rows: rows <= 16)
+    cpu = torch.device("cpu")
+    assert gdn.GDN_PDL == 0 and not gdn.gdn_pdl(cpu, 1)
+    monkeypatch.setenv("MOELAB_GDN_PDL", "1")
+    assert gdn.gdn_pdl(cpu, 1) and not gdn.gdn_pdl(cpu, 17)
 
 
 @pytest.mark.gpu

@@ -22,15 +22,26 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, check_device, next_pow2
+from moelab.kernels import cdiv, chain_pdl, check_device, env_int, next_pow2
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# The three kernels in the step's PDL chain (`kernels.chain_pdl`): each releases the next kernel as it starts and
+# waits in hardware before it reads an earlier kernel's output, so the output projection after the gated norm is
+# resident and streams its weight while they run (as the attention split and combine let the o projection). Prepared
+# in session 26 without a GPU, unmeasured: off until an A/B decides (benchmarks/ab_chain.py --model qwen3.5-35b-a3b
+# --variants base,P=MOELAB_GDN_PDL; $MOELAB_GDN_PDL, read at launch).
+GDN_PDL = 0
+
+
+def gdn_pdl(device: torch.device, rows: int) -> bool:
+    """Whether the Gated DeltaNet kernels join the PDL chain: GDN_PDL (or $MOELAB_GDN_PDL) and `chain_pdl`."""
+    return bool(env_int("MOELAB_GDN_PDL", GDN_PDL)) and chain_pdl(device, rows)
 _PROD = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
 
 @triton.jit
 def _gdn_conv_kernel(x_ptr, st_ptr, w_ptr, o_ptr, C, T, s_xb, s_xt, s_sb, s_sc, s_wc, s_ob, s_ot,
-                     K: tl.constexpr, K_PAD: tl.constexpr, BLOCK_C: tl.constexpr):
+                     K: tl.constexpr, K_PAD: tl.constexpr, BLOCK_C: tl.constexpr, PDL: tl.constexpr = False):
     """Program (row b, block of channels), T tokens in order: the window [last K-1 inputs, x[t]] in w's dtype, slid in
     registers; the sum Σ_j window·w[c, j] in fp32 rounded to w's dtype, SiLU in fp32 rounded to w's dtype, then x's
     (transformers' rounding); at the end state[c] ← the last K-1 inputs. The state is read once and written once."""
@@ -38,7 +49,11 @@ def _gdn_conv_kernel(x_ptr, st_ptr, w_ptr, o_ptr, C, T, s_xb, s_xt, s_sb, s_sc, 
     offs_c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     mc = offs_c < C
     offs_j = tl.arange(0, K_PAD)
+    if PDL:  # in the step's PDL chain: release the next kernel now (it waits for this one in hardware)
+        tl.extra.cuda.gdc_launch_dependents()
     w = tl.load(w_ptr + offs_c[:, None] * s_wc + offs_j[None, :], mask=mc[:, None] & (offs_j[None, :] < K), other=0.0)
+    if PDL:  # the weight is no kernel's output; x and the state are: read only from here on
+        tl.extra.cuda.gdc_wait()
     # The window before token 0 shifted right by one: win[j] = state[j - 1] (j = 1 .. K-1); the loop shifts it left.
     win = tl.load(st_ptr + bi * s_sb + offs_c[:, None] * s_sc + (offs_j[None, :] - 1),
                   mask=mc[:, None] & (offs_j[None, :] >= 1) & (offs_j[None, :] < K), other=0.0).to(w.dtype)
@@ -59,7 +74,7 @@ def _gdn_conv_kernel(x_ptr, st_ptr, w_ptr, o_ptr, C, T, s_xb, s_xt, s_sb, s_sc, 
 def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr, s_ptr, o_ptr,
                            HV, DK, DV, T, s_qb, s_qt, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bb, s_bt, s_ab, s_at,
                            s_ob, s_ot, s_oh, sqrt_dk,
-                           REP: tl.constexpr, DK_PAD: tl.constexpr, BLOCK_V: tl.constexpr):
+                           REP: tl.constexpr, DK_PAD: tl.constexpr, BLOCK_V: tl.constexpr, PDL: tl.constexpr = False):
     """Program (row b · value head h, block of BLOCK_V state columns), T tokens in order, all in fp32:
         g = −exp(A_log[h])·softplus(a + dt_bias[h]), β = sigmoid(b) (rounded to b's dtype),
         q̂ = q·rsqrt(Σq² + 1e-6)/√Dk, k̂ = k·rsqrt(Σk² + 1e-6) (key head h // REP; transformers' l2norm)
@@ -76,9 +91,13 @@ def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr,
     base = s_ptr + (bi * HV + hv).to(tl.int64) * DK * DV
     ptrs = base + offs_k[:, None] * DV + offs_v[None, :]
     m2 = mk[:, None] & mv[None, :]
-    S = tl.load(ptrs, mask=m2, other=0.0)  # the state first: it is the stream
+    if PDL:  # in the step's PDL chain: release the next kernel now; A_log and dt_bias are weights, read before the wait
+        tl.extra.cuda.gdc_launch_dependents()
     neg_a = -tl.exp(tl.load(alog_ptr + hv).to(tl.float32))
     dtb = tl.load(dtb_ptr + hv).to(tl.float32)
+    if PDL:  # the state (the previous token's) and q, k, v, a, b (this one's conv and projection): from here on
+        tl.extra.cuda.gdc_wait()
+    S = tl.load(ptrs, mask=m2, other=0.0)  # the state first: it is the stream
     for t in range(T):
         q = tl.load(q_ptr + bi * s_qb + t * s_qt + hk * s_qh + offs_k, mask=mk, other=0.0).to(tl.float32)
         k = tl.load(k_ptr + bi * s_kb + t * s_kt + hk * s_kh + offs_k, mask=mk, other=0.0).to(tl.float32)
@@ -102,7 +121,7 @@ def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr,
 
 @triton.jit
 def _gdn_norm_gate_kernel(o_ptr, z_ptr, w_ptr, out_ptr, DV, s_ob, s_oh, s_zb, s_zh, s_outb, HV, eps,
-                          DV_PAD: tl.constexpr, PROD: tl.constexpr):
+                          DV_PAD: tl.constexpr, PROD: tl.constexpr, PDL: tl.constexpr = False):
     """Program (row b · head h): RMSNorm of o[b, h] in fp32, rounded to o's dtype, times w (in the promoted dtype of
     w and o: PROD 0 fp32, 1 fp16, 2 bf16), times SiLU(z) in fp32, rounded to o's dtype into out[b, h·Dv:]."""
     pid = tl.program_id(0)
@@ -110,10 +129,15 @@ def _gdn_norm_gate_kernel(o_ptr, z_ptr, w_ptr, out_ptr, DV, s_ob, s_oh, s_zb, s_
     hv = pid % HV
     offs = tl.arange(0, DV_PAD)
     m = offs < DV
+    if PDL:  # in the step's PDL chain: release the next kernel (the output projection, its weight streaming) now
+        tl.extra.cuda.gdc_launch_dependents()
+    wn = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32)
+    if PDL:  # o and z are earlier kernels' outputs
+        tl.extra.cuda.gdc_wait()
     o = tl.load(o_ptr + bi * s_ob + hv * s_oh + offs, mask=m, other=0.0)
     h = o.to(tl.float32)
     h = h * tl.rsqrt(tl.sum(h * h, axis=0) / DV + eps)
-    p = tl.load(w_ptr + offs, mask=m, other=0.0).to(tl.float32) * h.to(o.dtype).to(tl.float32)
+    p = wn * h.to(o.dtype).to(tl.float32)
     if PROD == 1:
         p = p.to(tl.float16).to(tl.float32)
     elif PROD == 2:
@@ -156,9 +180,11 @@ def gdn_conv(x: torch.Tensor, state: torch.Tensor, w: torch.Tensor) -> torch.Ten
     out = torch.empty(B, T, C, dtype=x.dtype, device=x.device)
     if B and C and T:
         block = 128
+        pdl = gdn_pdl(x.device, B * T)
         _gdn_conv_kernel[(B, cdiv(C, block))](xs, state, w, out, C, T, xs.stride(0), xs.stride(1), state.stride(0),
                                               state.stride(1), w.stride(0), out.stride(0), out.stride(1), K=K,
-                                              K_PAD=next_pow2(K), BLOCK_C=block, num_warps=4)
+                                              K_PAD=next_pow2(K), BLOCK_C=block, PDL=pdl, num_warps=4,
+                                              **({"launch_pdl": True} if pdl else {}))
     return out if x.dim() == 3 else out[:, 0]
 
 
@@ -203,7 +229,8 @@ def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state):
         _gdn_recurrence_kernel[(B * HV, cdiv(DV, block_v))](
             q_, k_, v_, b_, a_, a_log, dt_bias, state, o, HV, DK, DV, T, *q_.stride()[:3], *k_.stride()[:3],
             *v_.stride()[:3], *b_.stride()[:2], *a_.stride()[:2], *o.stride()[:3], DK ** 0.5,
-            REP=HV // HK, DK_PAD=next_pow2(DK), BLOCK_V=block_v, num_warps=4)
+            REP=HV // HK, DK_PAD=next_pow2(DK), BLOCK_V=block_v, num_warps=4, PDL=gdn_pdl(v.device, B * T),
+            **({"launch_pdl": True} if gdn_pdl(v.device, B * T) else {}))
     return o if seq else o[:, 0]
 
 
@@ -230,5 +257,6 @@ def gdn_norm_gate(o: torch.Tensor, z: torch.Tensor, w: torch.Tensor, eps: float)
         return out
     _gdn_norm_gate_kernel[(B * HV,)](o, z, w, out, DV, o.stride(0), o.stride(1), z.stride(0), z.stride(1),
                                      out.stride(0), HV, float(eps), DV_PAD=next_pow2(DV),
-                                     PROD=_PROD[torch.promote_types(w.dtype, o.dtype)], num_warps=4)
+                                     PROD=_PROD[torch.promote_types(w.dtype, o.dtype)], num_warps=4,
+                                     PDL=gdn_pdl(o.device, B), **({"launch_pdl": True} if gdn_pdl(o.device, B) else {}))
     return out
