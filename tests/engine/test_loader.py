@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -98,12 +99,17 @@ def test_qwen35_text_model_under_language_model(checkpoint, tmp_path):
         build(tmp_path, batch=1, max_len=8, device="cpu", impl="eager")
 
 
-def test_qwen35_is_refused_with_tensor_parallelism():
+def test_qwen35_tensor_parallel_shapes_and_what_must_divide():
+    """Qwen3.5-35B-A3B at tp=4 (the first worklog's shard): each rank holds 4 of the 16 key heads and 8 of the 32 value
+    heads of every Gated DeltaNet layer; a tp that does not divide the linear heads is one line."""
     from moelab.engine.tp import local_config
     cfg = engine_config(*resolve("qwen3.5-35b-a3b"))
     assert cfg.layer_types.count("linear_attention") == 30 and cfg.attn_gate and cfg.offset_norm
-    with pytest.raises(UserError, match="--tp 4: the Gated DeltaNet layers of qwen3_5_moe are not sharded yet"):
-        local_config(cfg, 4)
+    local = local_config(cfg, 4)
+    assert (local.linear_key_heads, local.linear_value_heads, local.heads) == (4, 8, 4)
+    assert local.conv_channels == cfg.conv_channels // 4
+    with pytest.raises(UserError, match="--tp 32 does not divide linear_num_key_heads"):
+        local_config(dataclasses.replace(cfg, heads=32), 32)
 
 
 def test_unsupported_architecture(tmp_path):

@@ -28,7 +28,11 @@ PROMPT_LEN, STEPS, BATCH = 5, 6, 3  # batch 3: the overlapped decode splits it u
 # (family, HF config overrides): every family, and a Qwen2-MoE with a dense MLP layer, lm_head tied to the
 # embedding and a vocabulary tp does not divide (the last rank's lm_head shard is padded)
 CASES = [("qwen3_moe", {}), ("qwen2_moe", {}), ("olmoe", {}), ("mixtral", {}),
-         ("qwen2_moe", {"mlp_only_layers": [1], "tie_word_embeddings": True, "vocab_size": 130})]
+         ("qwen2_moe", {"mlp_only_layers": [1], "tie_word_embeddings": True, "vocab_size": 130}),
+         # the hybrids: Gated DeltaNet heads split by key head (4, each serving two value heads), gated attention;
+         # Qwen3-Next's grouped input projection read slice by slice
+         ("qwen3_5_moe_text", {"linear_num_key_heads": 4, "linear_num_value_heads": 8}),
+         ("qwen3_next", {"linear_num_key_heads": 4, "linear_num_value_heads": 8})]
 MODES = [(False, False), (True, False), (False, True)]  # (overlap, ep)
 
 

@@ -79,7 +79,7 @@ def decode(
     the device, no host sync in the loop), and report prefill ms, decode ms/token, tokens/s, effective
     bandwidth and percent of the roofline floor for this model, batch and context.
 
-    Families: qwen3_moe, qwen2_moe, olmoe, mixtral; qwen3_next and qwen3_5_moe (one GPU). `--impl eager` runs
+    Families: qwen3_moe, qwen2_moe, olmoe, mixtral, qwen3_next and qwen3_5_moe. `--impl eager` runs
     the same model on the plain-torch reference ops: the "before" of every comparison.
 
     Tensor parallel: `torchrun --nproc-per-node N -m moelab decode MODEL --tp N ...`, or `moelab decode MODEL

@@ -71,10 +71,11 @@ def local_config(cfg: EngineConfig, tp: int, ep: bool = False) -> EngineConfig:
     """The config one rank's forward sees: its heads and intermediate widths (vocab stays whole: the logits
     are gathered; so does the expert count, the router being replicated). Raises UserError when tp does
     not divide what it must."""
-    if cfg.linear_conv and tp > 1:
-        raise UserError(f"--tp {tp}: the Gated DeltaNet layers of {cfg.model_type} are not sharded yet; run it with "
-                        "--tp 1")
     heads = _div("num_attention_heads", cfg.heads, tp)
+    linear = {}
+    if cfg.linear_conv:  # Gated DeltaNet: whole key heads per rank, with the value heads each serves
+        linear = dict(linear_key_heads=_div("linear_num_key_heads", cfg.linear_key_heads, tp),
+                      linear_value_heads=_div("linear_num_value_heads", cfg.linear_value_heads, tp))
     _, nk, _ = kv_heads_local(cfg, tp, 0)
     if ep:
         _div("num_experts (--ep)", cfg.experts, tp)
@@ -83,6 +84,7 @@ def local_config(cfg: EngineConfig, tp: int, ep: bool = False) -> EngineConfig:
         moe_intermediate=cfg.moe_intermediate if ep else _div("moe_intermediate_size", cfg.moe_intermediate, tp),
         shared_intermediate=_div("shared expert width", cfg.shared_intermediate, tp) if cfg.shared_intermediate else 0,
         dense_intermediate=_div("intermediate_size", cfg.dense_intermediate, tp) if cfg.dense_layers else cfg.dense_intermediate,
+        **linear,
     )
 
 
@@ -99,9 +101,11 @@ def shard_specs(cfg: EngineConfig, tp: int, rank: int, ep: bool = False) -> dict
     D = cfg.head_dim
     nq = _div("num_attention_heads", cfg.heads, tp)
     kv0, nk, _ = kv_heads_local(cfg, tp, rank)
-    q = (rank * nq * D, (rank + 1) * nq * D)
-    k = (cfg.heads * D + kv0 * D, cfg.heads * D + (kv0 + nk) * D)
+    g = 2 if cfg.attn_gate else 1  # Qwen3.5: q_proj's rows are [q | gate] per head, so a head's rows stay together
+    q = (rank * nq * g * D, (rank + 1) * nq * g * D)
+    k = (cfg.heads * g * D + kv0 * D, cfg.heads * g * D + (kv0 + nk) * D)
     v = (k[0] + cfg.kv_heads * D, k[1] + cfg.kv_heads * D)
+    o = (rank * nq * D, (rank + 1) * nq * D)
     vl = vocab_local(cfg, tp)
     specs: dict[str, Spec] = {"embed": None, "norm": None, "lm_head": (0, [(rank * vl, (rank + 1) * vl)])}
 
@@ -116,11 +120,13 @@ def shard_specs(cfg: EngineConfig, tp: int, rank: int, ep: bool = False) -> dict
     for i in range(cfg.layers):
         p = f"layers.{i}."
         specs.update({p + "input_norm": None, p + "post_norm": None, p + "qkv": (0, [q, k, v]),
-                      p + "qkv_bias": (0, [q, k, v]), p + "o": (1, [q]), p + "o_bias": None})
+                      p + "qkv_bias": (0, [q, k, v]), p + "o": (1, [o]), p + "o_bias": None})
+        if cfg.linear_conv:
+            specs.update(_gdn_specs(cfg, tp, rank, p))
         if cfg.qk_norm == "head":
             specs[p + "q_norm"] = specs[p + "k_norm"] = None
         elif cfg.qk_norm == "full":
-            specs[p + "q_norm"], specs[p + "k_norm"] = (0, [q]), (0, [(kv0 * D, (kv0 + nk) * D)])
+            specs[p + "q_norm"], specs[p + "k_norm"] = (0, [o]), (0, [(kv0 * D, (kv0 + nk) * D)])
         if cfg.is_moe(i):
             I = cfg.moe_intermediate
             if ep:
@@ -137,6 +143,25 @@ def shard_specs(cfg: EngineConfig, tp: int, rank: int, ep: bool = False) -> dict
             Id = cfg.dense_intermediate
             specs.update({p + "mlp_w13": (0, halves(Id)), p + "mlp_w2": (1, cols(Id))})
     return specs
+
+
+def _gdn_specs(cfg: EngineConfig, tp: int, rank: int, p: str) -> dict[str, Spec]:
+    """A Gated DeltaNet layer's shard: rank r holds key heads r·Hk/tp.. and the value heads they serve (value head
+    h uses key head h // (Hv/Hk), so contiguous ranges of both stay paired): its rows of q, k, v, z, b and a in the
+    input projection, its conv channels, A_log and dt_bias, and its columns of the output projection. The gated
+    norm's weight is per head dim: whole on every rank."""
+    nk, nv, dk, dv = cfg.linear_key_heads, cfg.linear_value_heads, cfg.linear_key_dim, cfg.linear_value_dim
+    kl, vl, C = nk // tp, nv // tp, cfg.conv_channels
+    q = (rank * kl * dk, (rank + 1) * kl * dk)
+    k = (nk * dk + q[0], nk * dk + q[1])
+    v = (2 * nk * dk + rank * vl * dv, 2 * nk * dk + (rank + 1) * vl * dv)
+    z = (C + rank * vl * dv, C + (rank + 1) * vl * dv)
+    b = (C + nv * dv + rank * vl, C + nv * dv + (rank + 1) * vl)
+    a = (b[0] + nv, b[1] + nv)
+    heads = [(rank * vl, (rank + 1) * vl)]
+    return {p + "gdn_in": (0, [q, k, v, z, b, a]), p + "gdn_conv": (0, [q, k, v]), p + "gdn_a_log": (0, heads),
+            p + "gdn_dt_bias": (0, heads), p + "gdn_norm": None, p + "gdn_out": (1, [(v[0] - 2 * nk * dk,
+                                                                                       v[1] - 2 * nk * dk)])}
 
 
 def local_shape(full: tuple[int, ...], spec: Spec) -> tuple[int, ...]:
@@ -227,7 +252,11 @@ def load_shard(cfg: EngineConfig, folder: str | Path, dtype: torch.dtype, device
         t = torch.zeros(local_shape(shapes[key], spec), dtype=dtype, device=device)
         for part in parts:
             for src, dst in _shard_parts(part, shapes[key], spec):
-                t[dst].copy_(ckpt.read_slice(part.name, src).to(dtype))
+                if part.src:  # the part is rows part.src of its checkpoint tensor: shift the slice into them
+                    first = part.src[0].start
+                    src = (slice(first + src[0].start, first + src[0].stop), *src[1:])
+                piece = ckpt.read_slice(part.name, src)
+                t[dst].copy_(piece.to(dtype).reshape(t[dst].shape))  # (the conv's [C, 1, K] into [C, K])
         out[key] = t
     return out
 
@@ -271,12 +300,13 @@ class TPModel(Model):
     def _run(self, tokens: torch.Tensor, mix) -> torch.Tensor:
         eps, reduce = self.cfg.rms_eps, self.comm.all_reduce
         h, residual = F.embedding(tokens, self.embed), None  # [T, H]
+        norm = partial(self.add_rmsnorm, offset=self.cfg.offset_norm)
         for mixer, mlp, in_norm, post_norm in self.layers:
-            x, residual = self.add_rmsnorm(h, residual, in_norm, eps)
+            x, residual = norm(h, residual, in_norm, eps)
             h = reduce(mix(mixer, x))  # attention partial sums -> the block's output
-            x, residual = self.add_rmsnorm(h, residual, post_norm, eps)
+            x, residual = norm(h, residual, post_norm, eps)
             h = reduce(mlp(x))
-        out, _ = self.add_rmsnorm(h, residual, self.final_norm, eps)
+        out, _ = norm(h, residual, self.final_norm, eps)
         return out
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -302,9 +332,10 @@ class TPModel(Model):
                                 (post_norm, lambda j, x: mlp(x))):
                 for j in (0, 1):
                     hj = h[j].wait() if isinstance(h[j], Pending) else h[j]
-                    x, res[j] = self.add_rmsnorm(hj, res[j], norm, eps)
+                    x, res[j] = self.add_rmsnorm(hj, res[j], norm, eps, offset=self.cfg.offset_norm)
                     h[j] = self.comm.all_reduce(block(j, x), async_op=True)
-        out = [self.add_rmsnorm(h[j].wait(), res[j], self.final_norm, eps)[0] for j in (0, 1)]
+        out = [self.add_rmsnorm(h[j].wait(), res[j], self.final_norm, eps, offset=self.cfg.offset_norm)[0]
+               for j in (0, 1)]
         return self.logits(torch.cat(out))
 
     def _rows(self, cache: KVCache, a: int, b: int) -> _CacheRows:
@@ -335,8 +366,8 @@ class _CacheRows:
 
     def __init__(self, cache: KVCache, a: int, b: int):
         self.batch, self.max_len = b - a, cache.max_len
-        self.k = [t[a:b] for t in cache.k]  # (tensor parallelism refuses Gated DeltaNet models: no None here)
-        self.v = [t[a:b] for t in cache.v]
+        self.k, self.v, self.conv, self.state = ([None if t is None else t[a:b] for t in ts]
+                                                 for ts in (cache.k, cache.v, cache.conv, cache.state))
 
 
 # ---------------------------------------------------------------- processes and the engine
