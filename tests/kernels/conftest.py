@@ -334,7 +334,9 @@ SM90_JOBS["gdn_recurrence"] = ("gdn", "_gdn_recurrence_kernel",
 SM90_JOBS["gdn_norm_gate"] = ("gdn", "_gdn_norm_gate_kernel", {"o_ptr": "*bf16", "z_ptr": "*bf16", "w_ptr": "*bf16",
                                                                "out_ptr": "*bf16", "eps": "fp32"},
                               {"DV_PAD": 128, "PROD": 2}, ["DV"])
-for _name in ("gdn_conv", "gdn_recurrence", "gdn_norm_gate"):  # plain, and in the step's PDL chain (MOELAB_GDN_PDL)
+SM90_JOBS["attn_gate"] = ("gate", "_attn_gate_kernel", {"x_ptr": "*bf16", "g_ptr": "*bf16", "o_ptr": "*bf16"},
+                          {"D_PAD": 256}, ["D", "s_xt", "s_gt", "s_gh", "s_ot"], {"num_warps": 1})
+for _name in ("gdn_conv", "gdn_recurrence", "gdn_norm_gate", "attn_gate"):  # plain, and in the step's PDL chain
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name] = (_module, _kernel, _types, dict(_consts, PDL=False), *_rest)
     SM90_JOBS[_name + "_pdl"] = (_module, _kernel, _types, dict(_consts, PDL=True), *_rest)

@@ -62,11 +62,6 @@ class DecodeStep:
         self.positions = positions  # [B] int64: where each sequence's new token goes (attention reads 0 .. it)
 
 
-def _gated(out: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
-    """Qwen3.5's attention output gate: out · sigmoid(gate), in the activation dtype as transformers computes it."""
-    return out if gate is None else out * torch.sigmoid(gate)
-
-
 class Attention:
     """GQA self-attention with the family's q/k treatment; K/V go to the static cache."""
 
@@ -82,6 +77,7 @@ class Attention:
         # Decode: q/k norm + RoPE + the KV append + attention in one op (the split kernel's launch, moelab).
         self.decode_attention_kv = ops.get("decode_attention_kv", impl)
         self.rmsnorm = ops.get("rmsnorm", impl)
+        self.attn_gate = ops.get("attn_gate", impl)
         self.dense = dense_for(impl)
 
     def full_norm(self, t: torch.Tensor, weight: torch.Tensor, which: str) -> torch.Tensor:
@@ -90,7 +86,7 @@ class Attention:
         return self.rmsnorm(t, weight, self.cfg.rms_eps)
 
     def _project(self, x: torch.Tensor):
-        """q [T, Hq, D], k and v [T, Hk, D], gate [T, Hq·D] or None: the projection and what comes before the
+        """q [T, Hq, D], k and v [T, Hk, D], gate [T, Hq, D] or None: the projection and what comes before the
         per-head norm and RoPE. With an output gate (Qwen3.5) q_proj's rows are [q | gate] per head."""
         cfg = self.cfg
         T, D = x.shape[0], cfg.head_dim
@@ -99,8 +95,7 @@ class Attention:
         q, k, v = qkv.split([qw, cfg.kv_heads * D, cfg.kv_heads * D], dim=-1)
         if cfg.attn_gate:
             qg = q.reshape(T, cfg.heads, 2 * D)
-            return qg[..., :D], k.reshape(T, cfg.kv_heads, D), v.reshape(T, cfg.kv_heads, D), \
-                qg[..., D:].reshape(T, cfg.heads * D)
+            return qg[..., :D], k.reshape(T, cfg.kv_heads, D), v.reshape(T, cfg.kv_heads, D), qg[..., D:]
         if cfg.qk_norm == "full":  # OLMoE: one RMSNorm over all heads of the projection
             q = self.full_norm(q, self.q_norm, "q")
             k = self.full_norm(k, self.k_norm, "k")
@@ -125,7 +120,11 @@ class Attention:
         q, k, v = (t.reshape(batch, P, *t.shape[1:]) for t in (q, k, v))
         cache.write_prefill(self.i, k, v)
         out = prefill_attention_sdpa(q, k, v, self.scale).reshape(batch * P, -1)  # [B·P, Hq·D]
-        return F.linear(_gated(out, gate), self.o, self.o_bias)
+        return F.linear(self._gated(out, gate), self.o, self.o_bias)
+
+    def _gated(self, out: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
+        """Qwen3.5's attention output gate, out · sigmoid(gate) (moelab: one launch in the PDL chain)."""
+        return out if gate is None else self.attn_gate(out, gate)
 
     def decode(self, x: torch.Tensor, step: DecodeStep, cache: KVCache) -> torch.Tensor:
         cfg = self.cfg
@@ -137,7 +136,7 @@ class Attention:
                                        step.positions, cache.k[self.i], cache.v[self.i], eps=cfg.rms_eps,
                                        rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim, scale=self.scale,
                                        offset=cfg.offset_norm)
-        return self.dense(_gated(out.reshape(x.shape[0], -1), gate), self.o, self.o_bias)
+        return self.dense(self._gated(out.reshape(x.shape[0], -1), gate), self.o, self.o_bias)
 
 
 class GatedDeltaNet:

@@ -21,6 +21,7 @@ import torch
 from moelab import ops
 from moelab.kernels.attention import decode_attention as _decode_attention_kernel
 from moelab.kernels.attention import decode_attention_kv as _decode_attention_kv_kernel
+from moelab.kernels.gate import attn_gate as _attn_gate_kernel
 from moelab.kernels.rope import check_kv_args
 
 
@@ -115,3 +116,13 @@ ops.register(
     doc="Decode: q/k RMSNorm (optional) + RoPE + the KV append + flash-decoding attention, in the split kernel's "
     "launch (and the combine's).",
 )
+
+
+def attn_gate_reference(out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+    """Qwen3.5 / Qwen3-Next attention output gate, as transformers: `out * torch.sigmoid(gate)` in the activation
+    dtype. out [T, H·D], gate [T, H, D] -> [T, H·D]."""
+    return out * torch.sigmoid(gate.reshape(out.shape))
+
+
+ops.register("attn_gate", attn_gate_reference, _attn_gate_kernel,
+             doc="Qwen3.5's attention output gate out · sigmoid(gate), one launch in the decode step's PDL chain.")

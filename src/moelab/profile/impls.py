@@ -150,10 +150,6 @@ def swiglu(x: torch.Tensor, w13: torch.Tensor, w2: torch.Tensor) -> torch.Tensor
     return F.linear(F.silu(gate) * up, w2)
 
 
-def output_gate(out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
-    return out * torch.sigmoid(gate)
-
-
 # ----------------------------------------------------------------------------------------------------
 # The callables one layer runs, for one implementation.
 
@@ -171,6 +167,7 @@ class LayerFns:
         self.gdn_conv = ops.get("gdn_conv", impl)  # Gated DeltaNet: the references, or one launch each
         self.gdn_recurrence = ops.get("gdn_recurrence", impl)
         self.gdn_norm_gate = ops.get("gdn_norm_gate", impl)
+        self.attn_gate = ops.get("attn_gate", impl)
         if impl == "moelab":
             self._attn = ops.get("decode_attention", "moelab")
             self._attn_kv = ops.get("decode_attention_kv", "moelab")
@@ -396,8 +393,9 @@ def build_units(spec: ModelSpec, graph: list[Op], d: Dims, device: torch.device,
             add(n, op.group, (n,), {i: f.attention for i, f in fns.items()}, attn_args,
                 "the KV append is in the q/k prologue's unit; eager = SDPA over repeated KV heads")
         elif n == "attn_output_gate":
-            add(n, op.group, (n,), same(output_gate), lambda i: (r.t(d.B, d.nq * d.hd), r.t(d.B, d.nq * d.hd)),
-                TORCH_NOTE, True)
+            add(n, op.group, (n,), {i: f.attn_gate for i, f in fns.items()},
+                lambda i: (r.t(d.B, d.nq * d.hd), r.t(d.B, d.nq, 2 * d.hd)[..., d.hd:]),
+                "out · sigmoid(gate), the gate the second half of each head's q_proj rows; moelab = one launch")
         elif n == "router.topk":
             add(n, op.group, (n,), {i: f.route for i, f in fns.items()}, lambda i: (r.t(d.B, d.E),))  # logits: x's dtype
         elif n == "experts.gate_up":

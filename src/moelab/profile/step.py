@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from moelab.engine.model import norm_router_max_t
 from moelab.kernels.router import fused_router_max_t
 from moelab.models import ModelSpec
-from moelab.profile.impls import Dims, LayerFns, Rand, output_gate, swiglu
+from moelab.profile.impls import Dims, LayerFns, Rand, swiglu
 
 
 def layer_bytes(spec: ModelSpec, d: Dims, i: int, elt: int = 2) -> int:
@@ -118,14 +118,13 @@ class ChainedStep:
         q, k, v = qkv.split([d.q_out, d.nkv * d.hd, d.nkv * d.hd], dim=-1)
         gate = None
         if d.gate:  # Qwen3-Next: per head [q | gate]
-            q, gate = q.reshape(d.B, d.nq, 2 * d.hd).chunk(2, dim=-1)
-            gate = gate.reshape(d.B, -1)
+            q, gate = q.reshape(d.B, d.nq, 2 * d.hd).chunk(2, dim=-1)  # gate [B, nq, hd], a view
         q = q.reshape(d.B, d.nq, d.hd)
         k, v = k.reshape(d.B, d.nkv, d.hd), v.reshape(d.B, d.nkv, d.hd)
         out = f.attention_kv(q, k, v, w["q_norm"], w["k_norm"], self.positions, w["k_cache"], w["v_cache"])
         out = out.reshape(d.B, -1)
         if gate is not None:
-            out = output_gate(out, gate)
+            out = f.attn_gate(out, gate)
         return self.f.dense(out, w["o"])
 
     def _gdn(self, x: torch.Tensor, w: dict) -> torch.Tensor:
