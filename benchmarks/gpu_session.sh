@@ -1123,7 +1123,7 @@ case "${1:?stage A to G}" in
       # bench on random weights (64.6 GiB of bf16: fits an H100 with ~10 GiB to spare, comfortably an H200).
       # Predicted: batch 1 ~2.3-2.8 ms a token against a ~1.3 ms floor (45-55 %: the experts at T=1 reach 55 % alone,
       # and each Gated DeltaNet layer adds 3 small launches to the chain), batch 8 ~60-70 %.
-    run gpu-tests 300 python -m pytest tests/engine tests/kernels/test_gdn.py -k "qwen3_5 or gdn or graph_replay or bf16" -q -p no:cacheprovider --tb=short -rf
+    run gpu-tests 300 python -m pytest tests/engine tests/kernels/test_gdn.py tests/kernels/test_gate.py -k "qwen3_5 or qwen3_next or gdn or gate or graph_replay or bf16" -q -p no:cacheprovider --tb=short -rf
     run decode-qwen35 240 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1,8 --rows moelab
     ;;
   ED) # after EC: Qwen3.5 side by side with transformers eager (its Gated DeltaNet on torch fallbacks: no fla or
