@@ -85,10 +85,14 @@ def test_misshaped_tensor_names_both_shapes(checkpoint, tmp_path):
 
 
 def test_qwen35_text_model_under_language_model(checkpoint, tmp_path):
-    """A multimodal Qwen3.5 checkpoint keeps the text model under model.language_model.: it loads the same, and a
-    missing Gated DeltaNet tensor is named with that prefix (its conv weight is a Conv1d's [C, 1, K])."""
+    """A multimodal Qwen3.5 checkpoint (config qwen3_5_moe with a text_config) keeps the text model under
+    model.language_model.: it loads the same, and a missing Gated DeltaNet tensor is named with that prefix (its conv
+    weight is a Conv1d's [C, 1, K])."""
     model, folder = checkpoint("qwen3_5_moe_text")
-    shutil.copy(folder / "config.json", tmp_path / "config.json")
+    # The multimodal file's config: model_type qwen3_5_moe, the text model's fields under text_config.
+    text = json.loads((folder / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen3_5_moe", "text_config": text,
+                                                      "tie_word_embeddings": text.get("tie_word_embeddings", False)}))
     sd = {k.replace("model.", "model.language_model.", 1): v.contiguous() for k, v in model.state_dict().items()}
     assert sd["model.language_model.layers.0.linear_attn.conv1d.weight"].dim() == 3
     save_file(sd, str(tmp_path / "model.safetensors"))
