@@ -121,11 +121,13 @@ def _layout(checkpoint, layout: str, tmp_path):
         return tmp_path
     if layout == "tied+dense":
         return checkpoint("qwen2_moe", mlp_only_layers=[1], tie_word_embeddings=True)[1]
+    if layout == "qwen3_next":  # its key-head-grouped input projection: each rank's rows read as slices of it
+        return checkpoint("qwen3_next", linear_num_key_heads=4, linear_num_value_heads=8)[1]
     return checkpoint("qwen2_moe")[1]  # the Hub's layout: one tensor per expert and projection
 
 
 @pytest.mark.parametrize("layout, ep", [("hub", False), ("fused", False), ("tied+dense", False), ("hub", True),
-                                        ("fused", True)])
+                                        ("fused", True), ("qwen3_next", False)])
 def test_load_shard_reads_only_slices(checkpoint, monkeypatch, tmp_path, layout, ep):
     """Each rank's shard equals the slice of the fully loaded tensor, and no whole tensor is read."""
     folder = _layout(checkpoint, layout, tmp_path)

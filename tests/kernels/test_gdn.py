@@ -201,6 +201,9 @@ def test_compiles_for_sm90(sm90, job):
     ptx = sm90[job + "_pdl"]["ptx"]
     wait = ptx.index("griddepcontrol.wait")
     assert ptx.index("griddepcontrol.launch_dependents") < wait < ptx.index("st.global")
+    # Before the wait only the weights are read: conv's [128, 4] w tile (4 loads a thread, Triton 3.9), A_log and
+    # dt_bias, the gated norm's weight. The state or the activations there would add loads (the state alone 8+).
+    assert ptx[:wait].count("ld.global") <= {"gdn_conv": 4, "gdn_recurrence": 2, "gdn_norm_gate": 1}[job]
 
 
 def test_gdn_pdl_is_off_by_default_and_never_off_the_chain(monkeypatch):

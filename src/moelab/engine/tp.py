@@ -253,6 +253,8 @@ def load_shard(cfg: EngineConfig, folder: str | Path, dtype: torch.dtype, device
         for part in parts:
             for src, dst in _shard_parts(part, shapes[key], spec):
                 if part.src:  # the part is rows part.src of its checkpoint tensor: shift the slice into them
+                    if spec is None or spec[0] != 0 or len(part.src) != 1 or isinstance(part.dst[0], int):
+                        raise ValueError(f"{part.name}: a part with its own rows is sharded only along dim 0")
                     first = part.src[0].start
                     src = (slice(first + src[0].start, first + src[0].stop), *src[1:])
                 piece = ckpt.read_slice(part.name, src)

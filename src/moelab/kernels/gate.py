@@ -21,7 +21,8 @@ from moelab.kernels import chain_pdl, check_device, next_pow2
 @triton.jit
 def _attn_gate_kernel(x_ptr, g_ptr, o_ptr, D, s_xt, s_gt, s_gh, s_ot, D_PAD: tl.constexpr, PDL: tl.constexpr):
     """Program (token t, head h): o[t, h·D + j] = x[t, h·D + j] · sigmoid(g[t, h, j]), the sigmoid rounded to g's dtype
-    and the product to o's, as transformers' `out * torch.sigmoid(gate)` in the activation dtype."""
+    and the product to o's, in transformers' order (`out * torch.sigmoid(gate)` in the activation dtype); tl.exp is
+    the GPU's approximate exponential, so a 16-bit result can differ from torch's by one rounding, rarely."""
     t = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1)
     if PDL:

@@ -226,11 +226,12 @@ def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state):
     o = torch.empty(B, T, HV, DV, dtype=v.dtype, device=v.device)
     if B and T:
         block_v = min(32, next_pow2(DV))
+        pdl = gdn_pdl(v.device, B * T)  # read once: the kernel's wait and the launch attribute must agree
         _gdn_recurrence_kernel[(B * HV, cdiv(DV, block_v))](
             q_, k_, v_, b_, a_, a_log, dt_bias, state, o, HV, DK, DV, T, *q_.stride()[:3], *k_.stride()[:3],
             *v_.stride()[:3], *b_.stride()[:2], *a_.stride()[:2], *o.stride()[:3], DK ** 0.5,
-            REP=HV // HK, DK_PAD=next_pow2(DK), BLOCK_V=block_v, num_warps=4, PDL=gdn_pdl(v.device, B * T),
-            **({"launch_pdl": True} if gdn_pdl(v.device, B * T) else {}))
+            REP=HV // HK, DK_PAD=next_pow2(DK), BLOCK_V=block_v, num_warps=4, PDL=pdl,
+            **({"launch_pdl": True} if pdl else {}))
     return o if seq else o[:, 0]
 
 
@@ -255,8 +256,9 @@ def gdn_norm_gate(o: torch.Tensor, z: torch.Tensor, w: torch.Tensor, eps: float)
     out = torch.empty(B, HV * DV, dtype=o.dtype, device=o.device)
     if B == 0 or HV == 0:
         return out
+    pdl = gdn_pdl(o.device, B)
     _gdn_norm_gate_kernel[(B * HV,)](o, z, w, out, DV, o.stride(0), o.stride(1), z.stride(0), z.stride(1),
                                      out.stride(0), HV, float(eps), DV_PAD=next_pow2(DV),
                                      PROD=_PROD[torch.promote_types(w.dtype, o.dtype)], num_warps=4,
-                                     PDL=gdn_pdl(o.device, B), **({"launch_pdl": True} if gdn_pdl(o.device, B) else {}))
+                                     PDL=pdl, **({"launch_pdl": True} if pdl else {}))
     return out
