@@ -1,7 +1,8 @@
-"""Gated DeltaNet decode (Qwen3-Next, Qwen3.5): one token's causal conv, recurrence and gated norm, a launch each.
+"""Gated DeltaNet (Qwen3-Next, Qwen3.5): the causal conv, the recurrence and the gated norm, a launch each, for one
+decode token per sequence or for a prompt's tokens in order.
 
 References and contracts: `moelab.ops.gdn`. The three are the linear-attention layer's small ops between its input
-and output projections; as plain torch they are ~55 kernel launches a layer (moelab profile, H200, session 22:
+and output projections; as plain torch they are ~55 kernel launches a layer (H200, profile-qwen3.5-…T143137:
 conv 8 launches 14.7 µs, recurrence 33 launches 61 µs, gated norm 13 launches 20.5 µs at Qwen3.5-35B-A3B, tp=4).
 
 Napkin math, Qwen3.5-35B-A3B at tp=4, batch 1 (value heads Hv=8, key heads Hk=4, Dk=Dv=128, conv K=4, 3,072 conv
@@ -25,6 +26,7 @@ import triton.language as tl
 from moelab.kernels import cdiv, chain_pdl, check_device, env_int, next_pow2
 
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_PROD = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 # The three kernels in the step's PDL chain (`kernels.chain_pdl`): each releases the next kernel as it starts and
 # waits in hardware before it reads an earlier kernel's output, so the output projection after the gated norm is
 # resident and streams its weight while they run (as the attention split and combine let the o projection). Prepared
@@ -36,7 +38,6 @@ GDN_PDL = 0
 def gdn_pdl(device: torch.device, rows: int) -> bool:
     """Whether the Gated DeltaNet kernels join the PDL chain: GDN_PDL (or $MOELAB_GDN_PDL) and `chain_pdl`."""
     return bool(env_int("MOELAB_GDN_PDL", GDN_PDL)) and chain_pdl(device, rows)
-_PROD = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
 
 @triton.jit
