@@ -18,8 +18,8 @@ from moelab.models import ModelSpec, load_spec
 from moelab.models.spec import PRESET_DIR
 
 FAMILIES = ("qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")
-# Gated DeltaNet layers beside gated full attention, (1 + w) norms
-HYBRID = ("qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")
+# The families whose RMSNorms apply their weight as (1 + w) in fp32 (the engine and `moelab profile` alike)
+OFFSET_NORM_TYPES = ("qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")
 
 # Layer kinds the engine can build (model.py's MIXERS): attention, and Qwen3.5's Gated DeltaNet. MLA would be a new
 # kind there; everything else (cache, loader, generate) is shared.
@@ -164,7 +164,7 @@ def engine_config(spec: ModelSpec, raw: dict[str, Any]) -> EngineConfig:
         dense_layers=tuple(i for i, moe in enumerate(spec.moe_layers) if not moe),
         layer_types=tuple(ATTENTION if t == "sliding_attention" else t for t in spec.layer_types),
         max_positions=spec.max_positions, sliding_window=spec.sliding_window if windowed else None,
-        dtype=spec.dtype, offset_norm=spec.model_type in HYBRID, attn_gate=spec.attn_output_gate,
+        dtype=spec.dtype, offset_norm=spec.model_type in OFFSET_NORM_TYPES, attn_gate=spec.attn_output_gate,
         linear_key_heads=spec.linear_key_heads, linear_value_heads=spec.linear_value_heads,
         linear_key_dim=spec.linear_key_head_dim, linear_value_dim=spec.linear_value_head_dim,
         linear_conv=spec.linear_conv_kernel,

@@ -140,7 +140,7 @@ class Attention:
 
 
 class GatedDeltaNet:
-    """Qwen3.5's linear-attention mixer for one token per sequence: the input projection (q, k, v, z, b, a in one
+    """Qwen3.5's (and Qwen3-Next's) linear-attention mixer: the input projection (q, k, v, z, b, a in one
     matrix), the causal conv over q/k/v with its window in the cache, the gated delta rule on the fp32 state in the
     cache, the gated RMSNorm, the output projection."""
 
@@ -235,8 +235,8 @@ class DenseMLP:
         return self.dense(F.silu(gate) * up, self.w2)
 
 
-# Layer kinds by `layer_types` entry; a hybrid family adds e.g. "linear_attention": GatedDeltaNet here,
-# with the same prefill/decode methods, and its own state in the cache.
+# Layer kinds by `layer_types` entry, each with prefill/decode methods (a Gated DeltaNet layer keeps its state in the
+# cache beside the attention layers' K/V).
 MIXERS = {ATTENTION: Attention, LINEAR: GatedDeltaNet}
 
 

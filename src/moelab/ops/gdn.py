@@ -1,5 +1,6 @@
 """Gated DeltaNet decode ops (the linear-attention layers of Qwen3-Next and Qwen3.5): plain-torch references and
-their registration. One decode token per sequence; the states live in the caller's cache and are updated in place.
+their registration. One decode token per sequence, or a prompt's tokens in order; the states live in the caller's
+cache and are updated in place.
 
 The references follow transformers' torch paths for these models: the causal depthwise conv's decode update, the
 recurrent gated delta rule, and the gated RMSNorm (`Qwen3NextRMSNormGated`: normalise in fp32, round to the
@@ -65,8 +66,9 @@ def gdn_norm_gate_reference(o: torch.Tensor, z: torch.Tensor, w: torch.Tensor, e
 
 
 ops.register("gdn_conv", gdn_conv_reference, _conv_kernel,
-             doc="Gated DeltaNet's causal depthwise conv + SiLU for one decode token; the conv state shifts in place.")
+             doc="Gated DeltaNet's causal depthwise conv + SiLU over one token or a prompt; the conv state shifts in "
+             "place.")
 ops.register("gdn_recurrence", gdn_recurrence_reference, _recurrence_kernel,
-             doc="The gated delta rule for one decode token; the fp32 recurrent state updates in place.")
+             doc="The gated delta rule over one token or a prompt; the fp32 recurrent state updates in place.")
 ops.register("gdn_norm_gate", gdn_norm_gate_reference, _norm_gate_kernel,
              doc="Qwen3-Next's gated RMSNorm per value head: RMSNorm(o) · w · SiLU(z), flattened over the heads.")

@@ -13,7 +13,7 @@ Three implementations, side by side (DESIGN.md):
                `engine.model.norm_router_max_t()`), the chained step does too; the per-op table times the norm
                and the router as the two units they are otherwise.
 Gated DeltaNet ops (hybrid models): eager and compile run the plain-torch references of `moelab.ops.gdn`, moelab
-its kernels (`kernels/gdn.py`, one launch each); the decode engine does not run these families yet.
+its kernels (`kernels/gdn.py`, one launch each), as the decode engine does.
 
 `Dims` turns a ModelSpec into one tensor-parallel rank's sizes; `LayerFns(impl, dims)` holds the
 callables one layer runs (shared by the per-op units and the chained step in `step.py`, so both time
@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 from moelab import ops
 from moelab.bench.baselines import hf_expert_loop
+from moelab.engine.config import OFFSET_NORM_TYPES
 from moelab.errors import UserError
 from moelab.kernels.router import fused_router_max_t
 from moelab.models import ModelSpec
@@ -42,7 +43,6 @@ IMPLS = ("eager", "compile", "moelab")
 TORCH_NOTE = "torch (cuBLAS / ATen) in every column: no moelab kernel is needed or written for it"
 GDN_NOTE = ("Gated DeltaNet: eager = the plain-torch reference (moelab.ops.gdn); moelab = one launch "
             "(kernels/gdn.py)")
-OFFSET_NORM_TYPES = ("qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text")  # RMSNorm weight applied as (1 + w)
 
 
 def check_supported(spec: ModelSpec) -> None:
