@@ -125,8 +125,11 @@ def test_references_are_transformers_qwen3_5_moe(dtype):
     q, k, v, b, a, a_log, dt_bias = t(B, HK, DK), t(B, HK, DK), t(B, HV, DV), t(B, HV), t(B, HV), t(HV), t(HV)
     state = torch.randn(B, HV, DK, DV, generator=g_) * 0.1
     g = -a_log.float().exp() * F.softplus(a.float() + dt_bias)
+    # transformers 5.17 (the GPU machine's) expects q and k already repeated to the value heads (the layer does it);
+    # newer versions repeat inside the function and take either. Value head h reads key head h // (HV // HK).
+    qr, kr = (x.repeat_interleave(HV // HK, dim=1) for x in (q, k))
     want, want_state = tr.torch_recurrent_gated_delta_rule(
-        q[:, None], k[:, None], v[:, None], g=g[:, None], beta=b.sigmoid()[:, None], initial_state=state.clone(),
+        qr[:, None], kr[:, None], v[:, None], g=g[:, None], beta=b.sigmoid()[:, None], initial_state=state.clone(),
         output_final_state=True, use_qk_l2norm_in_kernel=True)
     got_state = state.clone()
     got = gdn_recurrence_reference(q, k, v, b, a, a_log, dt_bias, got_state)
@@ -206,13 +209,13 @@ def test_compiles_for_sm90(sm90, job):
     assert ptx[:wait].count("ld.global") <= {"gdn_conv": 4, "gdn_recurrence": 2, "gdn_norm_gate": 1}[job]
 
 
-def test_gdn_pdl_is_off_by_default_and_never_off_the_chain(monkeypatch):
+def test_gdn_pdl_is_on_by_default_and_never_off_the_chain(monkeypatch):
     monkeypatch.delenv("MOELAB_GDN_PDL", raising=False)
     monkeypatch.setattr(gdn, "chain_pdl", lambda device, rows: rows <= 16)
     cpu = torch.device("cpu")
-    assert gdn.GDN_PDL == 0 and not gdn.gdn_pdl(cpu, 1)
-    monkeypatch.setenv("MOELAB_GDN_PDL", "1")
-    assert gdn.gdn_pdl(cpu, 1) and not gdn.gdn_pdl(cpu, 17)
+    assert gdn.GDN_PDL == 1 and gdn.gdn_pdl(cpu, 1) and not gdn.gdn_pdl(cpu, 17)
+    monkeypatch.setenv("MOELAB_GDN_PDL", "0")
+    assert not gdn.gdn_pdl(cpu, 1)
 
 
 @pytest.mark.gpu

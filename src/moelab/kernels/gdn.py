@@ -29,10 +29,10 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _PROD = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 # The three kernels in the step's PDL chain (`kernels.chain_pdl`): each releases the next kernel as it starts and
 # waits in hardware before it reads an earlier kernel's output, so the output projection after the gated norm is
-# resident and streams its weight while they run (as the attention split and combine let the o projection). Prepared
-# in session 26 without a GPU, unmeasured: off until an A/B decides (benchmarks/ab_chain.py --model qwen3.5-35b-a3b
-# --variants base,P=MOELAB_GDN_PDL; $MOELAB_GDN_PDL, read at launch).
-GDN_PDL = 0
+# resident and streams its weight while they run (as the attention split and combine let the o projection). On
+# by default since it was measured: Qwen3.5-35B-A3B batch 1, 2.45 -> 2.36 ms a token, the same tokens (H200, session
+# 27, ab-chain-nvidia-h200-20261206T005430.json; predicted -0.05..-0.12 ms). $MOELAB_GDN_PDL=0 turns it off.
+GDN_PDL = 1
 
 
 def gdn_pdl(device: torch.device, rows: int) -> bool:

@@ -166,8 +166,10 @@ def route(
 # The route kernel PDL-launched in the chain (`kernels.chain_pdl`'s rows): resident and waiting in hardware while the
 # kernel before it drains (in `moe_block`'s layers back to back, the previous layer's experts' kernel, which releases
 # its dependents as it starts; in the engine at T=9..16, the router's logits GEMV), so its launch is off the critical
-# path, and the experts' kernel it releases is resident earlier too. Prepared in session 26 without a GPU, unmeasured:
-# off until an A/B decides (benchmarks/sweep_moe.py --mode block --route-pdl; $MOELAB_ROUTE_PDL, read at launch).
+# path, and the experts' kernel it releases is resident earlier too. Measured and not adopted (H200, session 27,
+# sweep_moe.py --mode block --route-pdl): Qwen3-30B-A3B T=1 24.87 -> 24.68 us, T=2..16 -0.3..+0.3, Qwen3.5 T=1
+# 22.87 -> 22.37, its tp=4 shard T=1 12.06 -> 12.16 and T=8 63.3 -> 64.9: within the runs' spread, against a
+# prediction of -0.5..-1.5 us at T=1. Off; $MOELAB_ROUTE_PDL=1 turns it on (read at launch).
 ROUTE_PDL = 0
 
 

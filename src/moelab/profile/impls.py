@@ -337,13 +337,14 @@ def build_units(spec: ModelSpec, graph: list[Op], d: Dims, device: torch.device,
             # The engine's decode path: logits and routing in one call (moelab: one launch).
             add("router+topk", op.group, ("router", "router.topk"), {i: f.router for i, f in fns.items()},
                 lambda i: (r.t(d.B, d.H), r.w(d.E, d.H)), "eager = cuBLAS GEMV + HF routing; moelab = one launch")
-        elif op.kind == "compute" and n in ("qkv_proj", "o_proj", "lm_head", "router"):
-            # the engine's `dense` projections (the router's logits too, beyond fused_router_max_t() rows)
+        elif op.kind == "compute" and n in ("qkv_proj", "o_proj", "lm_head", "router", "gdn.in_proj", "gdn.out_proj"):
+            # the engine's `dense` projections (the router's logits too, beyond fused_router_max_t() rows; the Gated
+            # DeltaNet mixer's at decode)
             K, N = op.shapes["K"], op.shapes["N"]
             add(n, op.group, (n,), {i: f.dense for i, f in fns.items()}, lambda i, K=K, N=N: (r.t(d.B, K), r.w(N, K)),
                 "eager = F.linear (cuBLAS); moelab = its decode kernel (the GEMV below 4 rows, tensor cores from 4 "
                 "to 16; cuBLAS beyond)")
-        elif op.kind == "compute" and n in ("gdn.in_proj", "gdn.out_proj", "shared_expert.gate"):
+        elif op.kind == "compute" and n == "shared_expert.gate":
             # cuBLAS in the engine too
             K, N = op.shapes["K"], op.shapes["N"]
             add(n, op.group, (n,), same(F.linear), lambda i, K=K, N=N: (r.t(d.B, K), r.w(N, K)), TORCH_NOTE, True)

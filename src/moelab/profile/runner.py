@@ -279,7 +279,7 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
                      f"{roofline.DEFAULT_COMM_LATENCY_US:g} µs per call), not measured")
     if any(spec.layer_types[i] == "linear_attention" for i in range(spec.layers)):
         notes.append("Gated DeltaNet ops: eager and compile run the plain-torch references, moelab one launch each "
-                     "(conv, recurrence, gated norm); the in/out projections run torch in every column")
+                     "(conv, recurrence, gated norm); the in/out projections are the dense projections below")
     if spec.qk_norm == "head":
         notes.append("q/k RMSNorm, RoPE and the KV append run inside decode attention (qk_norm_rope+attention, as the "
                      "engine runs them) and count in attention, not in norms")
@@ -287,8 +287,8 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
         notes.append(f"moelab's chained step runs the post-attention add + RMSNorm inside the router's launch "
                      f"(add_rmsnorm_router, as the engine does up to {norm_router_max_t()} rows); the per-op table times "
                      f"add_rmsnorm and router+topk as two units")
-    notes.append("embedding, sampling and Gated DeltaNet projections run torch in the moelab column too; qkv/o/lm_head "
-                 "and the router's logits beyond the fused router's rows (8; MOELAB_FUSED_ROUTER_MAX_T) use moelab's "
+    notes.append("embedding and sampling run torch in the moelab column too; qkv/o/lm_head, the Gated DeltaNet "
+                 "in/out projections and the router's logits beyond the fused router's rows (8; MOELAB_FUSED_ROUTER_MAX_T) use moelab's "
                  "decode kernel up to 16 tokens, cuBLAS beyond")
     return {"model": spec.name, "source": spec.source, "batch": batch, "tp": tp, "contexts": list(ctxs),
             "impls": list(impls), "dtype": str(dtype).removeprefix("torch."),
