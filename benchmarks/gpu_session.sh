@@ -1148,6 +1148,7 @@ case "${1:?stage A to G}" in
     run gpu-tests 240 python -m pytest tests/engine/test_parity.py tests/kernels/test_gdn.py tests/profile "tests/kernels/test_moe.py::test_gpu_moe_block_layers_in_one_graph" -q -p no:cacheprovider --tb=short -rf
     run profile-tp4 200 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --samples 10 --impl eager,compile,moelab --save
     run decode-qwen35 150 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1,8 --rows moelab
+    run profile-tp1 150 python -m moelab profile qwen3.5-35b-a3b --ctx 1024 --samples 10 --impl eager,moelab --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
