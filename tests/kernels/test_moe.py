@@ -599,13 +599,12 @@ def test_gpu_bf16_real_shapes(E, H, I, k, SI, T):
 @pytest.mark.parametrize("T", [1, 2, 8, 16])
 def test_gpu_moe_block_layers_in_one_graph(monkeypatch, T):
     """Eight route + experts layers back to back, each routed on the previous layer's output read straight from it
-    (its first E values as logits; the experts read x0 each time: a SwiGLU chain of its own output decays as x² per
-    layer at small amplitude, to 0 after 8 layers (H200, session 27); nothing between the experts' kernel, which
-    releases its dependents as it starts,
-    and the next route kernel, so a PDL-launched route kernel is resident early and only its wait keeps it from
-    reading a half-written output): eagerly and graph-replayed, with the route kernel launched plainly and
+    (its first E values as logits), with nothing between the experts' kernel, which releases its dependents as it
+    starts, and the next route kernel: a PDL-launched route kernel is resident early and only its wait keeps it from
+    reading a half-written output. Eagerly and graph-replayed, with the route kernel launched plainly and
     PDL-launched ($MOELAB_ROUTE_PDL, read at launch and so at capture), every run gives the plain eager chain's bits
-    (the kernels are deterministic); and the first layer matches fp32."""
+    (the kernels are deterministic); and the first layer matches fp32. The experts read x0 every time: fed their own
+    output, eight SwiGLU layers decay as x² at small amplitude, to 0 at T=1 (H200, session 27)."""
     from moelab.ops.moe import moe_block, moe_block_reference
     E, H, I, k = 128, 2048, 768, 8
     g = torch.Generator(device="cuda").manual_seed(T)

@@ -288,8 +288,8 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
                      f"(add_rmsnorm_router, as the engine does up to {norm_router_max_t()} rows); the per-op table times "
                      f"add_rmsnorm and router+topk as two units")
     notes.append("embedding and sampling run torch in the moelab column too; qkv/o/lm_head, the Gated DeltaNet "
-                 "in/out projections and the router's logits beyond the fused router's rows (8; MOELAB_FUSED_ROUTER_MAX_T) use moelab's "
-                 "decode kernel up to 16 tokens, cuBLAS beyond")
+                 "in/out projections and the router's logits beyond the fused router's rows (8; "
+                 "MOELAB_FUSED_ROUTER_MAX_T) use moelab's decode kernel up to 16 tokens, cuBLAS beyond")
     return {"model": spec.name, "source": spec.source, "batch": batch, "tp": tp, "contexts": list(ctxs),
             "impls": list(impls), "dtype": str(dtype).removeprefix("torch."),
             "gpu": ceilings.name, "gpu_source": ceilings.source, "read_gbps": ceilings.read_gbps,
