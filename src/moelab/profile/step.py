@@ -129,9 +129,9 @@ class ChainedStep:
 
     def _gdn(self, x: torch.Tensor, w: dict) -> torch.Tensor:
         d = self.d
-        qk, v_, z, b, a = self.f.dense(x, w["in_proj"]).split(
-            [2 * d.nk * d.dk, d.nv * d.dv, d.nv * d.dv, d.nv, d.nv], dim=-1)
-        mixed = self.f.gdn_conv(torch.cat((qk, v_), dim=-1), w["conv_state"], w["conv_w"])
+        qkv, z, b, a = self.f.dense(x, w["in_proj"]).split(  # q, k, v adjacent: the conv reads the view, as the engine
+            [2 * d.nk * d.dk + d.nv * d.dv, d.nv * d.dv, d.nv, d.nv], dim=-1)
+        mixed = self.f.gdn_conv(qkv, w["conv_state"], w["conv_w"])
         q, k, v = mixed.split([d.nk * d.dk, d.nk * d.dk, d.nv * d.dv], dim=-1)
         o = self.f.gdn_recurrence(q.reshape(d.B, d.nk, d.dk), k.reshape(d.B, d.nk, d.dk), v.reshape(d.B, d.nv, d.dv),
                            b, a, w["a_log"], w["dt_bias"], w["state"])
