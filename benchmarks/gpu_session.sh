@@ -1146,8 +1146,8 @@ case "${1:?stage A to G}" in
       # Predicted: the tests pass; tp=4 profile gdn.in_proj 6.55 -> ~4.8 us, gdn.out_proj 4.71 -> ~3.0 (as qkv/o_proj),
       # moelab Σ 2.08 -> ~1.98 ms, chained step 1.50 -> ~1.40; decode Qwen3.5 batch 1 2.45 -> ~2.36 ms, batch 8 6.89 -> ~6.8.
     run gpu-tests 240 python -m pytest tests/engine/test_parity.py tests/kernels/test_gdn.py tests/profile "tests/kernels/test_moe.py::test_gpu_moe_block_layers_in_one_graph" -q -p no:cacheprovider --tb=short -rf
-    run profile-tp4 200 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --samples 10 --impl eager,compile,moelab --save
     run decode-qwen35 150 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1,8 --rows moelab
+    run profile-tp4 200 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --samples 10 --impl eager,compile,moelab --save
     run profile-tp1 150 python -m moelab profile qwen3.5-35b-a3b --ctx 1024 --samples 10 --impl eager,moelab --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
