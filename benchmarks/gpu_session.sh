@@ -1150,6 +1150,13 @@ case "${1:?stage A to G}" in
     run profile-tp4 200 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --samples 10 --impl eager,compile,moelab --save
     run profile-tp1 150 python -m moelab profile qwen3.5-35b-a3b --ctx 1024 --samples 10 --impl eager,moelab --save
     ;;
+  EG) # session 27 (after EF): where Qwen3.5's batch-1 step goes, kernel by kernel (2.36 ms against a 1.32 ms floor).
+      # Bytes a step: 30 Gated DeltaNet layers of 125 MB (in_proj 50.6, out_proj 16.8, 9 experts 56.6, router 1), 10
+      # attention layers of 112 MB (q + gate, k, v 37.7; o 16.8; experts 56.6), lm_head 1,017 MB. Predicted advances:
+      # a Gated DeltaNet layer ~50 us (floor 27.4: in_proj ~12, conv + recurrence + gated norm ~4-6 together, out_proj
+      # ~4, router ~4, experts ~22), an attention layer ~48 us (floor 24.5), lm_head ~240 us (floor 222).
+    run trace-qwen35 200 python benchmarks/trace_decode.py --model qwen3.5-35b-a3b --batch 1 --ctx 1024
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
