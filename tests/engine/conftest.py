@@ -54,14 +54,9 @@ def hf_model(family: str, seed: int = 0, **overrides):
 
 
 @pytest.fixture(scope="session")
-def tiny_hf_model():
-    """hf_model itself, for tests that draw several seeds (test modules need not import this conftest by name)."""
-    return hf_model
-
-
-@pytest.fixture(scope="session")
 def checkpoint(tmp_path_factory):
-    """checkpoint(family, **overrides) -> (hf_model, folder): the model saved with save_pretrained."""
+    """checkpoint(family, **overrides) -> (hf_model, folder): the model saved with save_pretrained (`seed=` among
+    the overrides draws other weights)."""
     made = {}
 
     def make(family: str, **overrides):

@@ -93,7 +93,7 @@ def test_matches_transformers_bf16_on_gpu(checkpoint, impl, family):
         not torch.cuda.is_available(), reason="moelab's bf16 kernels run on a CUDA GPU (the interpreter has no bf16 dot)")),
 ])
 @pytest.mark.parametrize("family", ["qwen3_moe", "qwen3_5_moe_text", "qwen3_next"])
-def test_bf16_as_accurate_as_transformers_bf16(tiny_hf_model, tmp_path, impl, device, family):
+def test_bf16_as_accurate_as_transformers_bf16(checkpoint, impl, device, family):
     """bf16 against the fp32 truth: the engine's error is transformers' own bf16 error, not more.
 
     A direct bf16 comparison with transformers is ill-posed on the tiny random hybrids: transformers' bf16 logits
@@ -106,9 +106,7 @@ def test_bf16_as_accurate_as_transformers_bf16(tiny_hf_model, tmp_path, impl, de
     P, D, seeds = 12, 4, range(4)
     ours_pre, ours_dec, theirs_pre, theirs_dec = [], [], [], []
     for seed in seeds:
-        model = tiny_hf_model(family, seed=seed)
-        folder = tmp_path / f"seed{seed}"
-        model.save_pretrained(folder)
+        model, folder = checkpoint(family, seed=seed)
         prompt = torch.randint(0, 128, (BATCH, P), generator=torch.Generator().manual_seed(seed + 3))
         with torch.no_grad():
             truth = model(prompt).logits.double()
