@@ -1157,6 +1157,13 @@ case "${1:?stage A to G}" in
       # ~4, router ~4, experts ~22), an attention layer ~48 us (floor 24.5), lm_head ~240 us (floor 222).
     run trace-qwen35 200 python benchmarks/trace_decode.py --model qwen3.5-35b-a3b --batch 1 --ctx 1024
     ;;
+  EH) # session 28: the pair kernel against the census at T=8 and 16, at every shape (measured only at Qwen3-30B-A3B
+      # T=2/4 before, stage AP). The tp=4 shard's T=8 is 60 us against 21.7 at T=4 and a 20 us floor: its census runs
+      # 65 slots × 4 phase-1 blocks (I=128) = 260 phase-1 programs on 132 SMs. Predicted: shard35 T=8 pairs ~35-40 us
+      # against the census's ~58 (its 16-row phase-1 tiles ~45); T=16 pairs ~60 against ~90; Qwen3.5 T=8 a tie
+      # (pairs re-read ~11 % more bytes); Qwen3-30B-A3B the census ahead at both.
+    run sweep-census-pairs 300 python benchmarks/sweep_moe.py --mode decode --shapes shard35,qwen35,qwen3 --tokens 8,16 --samples 10
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -167,8 +167,16 @@ def main() -> None:
                 # included, in the same process.
                 census = [dict(decode_config(T, k, H, I))] + [c for c in grid if "KERNEL" not in c]
                 grid = census + [dict(c, TMA=True) for c in census]
-            if a.mode == "decode" and 1 < T <= PAIRS_MAX_T:
-                grid.append(dict(KERNEL="pairs"))  # the default up to PAIRS_MAX_T, against the census, same process
+            if a.mode == "decode" and T > 1 and not a.tma and decode_config(T, k, H, I) not in grid:
+                grid.insert(0, dict(decode_config(T, k, H, I)))  # the shipped census config, in the same process
+                if I <= 256:  # narrow experts: the shipped tiles with 16-row phase-1 blocks, twice the phase-1 programs
+                    grid.insert(1, dict(decode_config(T, k, H, I), BLOCK_I=16))
+            if a.mode == "decode" and 1 < T <= 16:
+                # The default up to PAIRS_MAX_T, against the census, same process. At T=8 and 16 too (session 28): the
+                # pair kernel against the census was only ever measured at Qwen3-30B-A3B, T=2 and 4; the tp=4 shard
+                # (I=128) runs its census at T=8 with 65 slots × 4 phase-1 blocks = 260 phase-1 programs (60 us
+                # against 21.7 at T=4, floor 20).
+                grid.append(dict(KERNEL="pairs"))
             if a.mode == "pairs" and a.narrow:
                 # Session 14: narrow experts (the tp=4 shard, I=128). The default's phase-2 tile is 32 × 256 with half
                 # its columns masked at I=128, and it sets the kernel's registers (Triton 3.6, sm_90: 239, 2 programs
