@@ -1164,6 +1164,18 @@ case "${1:?stage A to G}" in
       # (pairs re-read ~11 % more bytes); Qwen3-30B-A3B the census ahead at both.
     run sweep-census-pairs 300 python benchmarks/sweep_moe.py --mode decode --shapes shard35,qwen35,qwen3 --tokens 8,16 --samples 10
     ;;
+  EI) # session 28, measured on an H100 only (no H200 came): the pair kernel up to pairs_max_t(I) tokens (16 at I <= 128,
+      # 8 at I <= 512), and narrower state blocks for the Gated DeltaNet recurrence (its tp=1 call 8.2 us for 1.3 us of
+      # bandwidth: 128 programs of 16 KB). H100: the shard T=8 39.8 against 65.2 us (census), T=16 73.6 against 100.3;
+      # Qwen3.5 T=8 137.4 against 152.4; Qwen3.5 batch 8 8.74 -> 8.50 ms a token (ab-chain-…T040945).
+      # Predicted on the H200: bench moe tp=4 T=8 60.4 -> ~37 us, Qwen3.5 T=8 113 -> ~104; Qwen3.5 batch 8 6.89 ->
+      # ~6.7 ms; MOELAB_GDN_BLOCK_V 16 / 8: batch 1 -0.05..-0.12 ms (30 layers × 2-4 us).
+    run gpu-tests 200 python -m pytest tests/kernels/test_moe.py tests/kernels/test_gdn.py -q -p no:cacheprovider --tb=short -rf
+    run bench-moe-35 90 python -m moelab bench moe --model qwen3.5-35b-a3b --tokens 1,2,4,8,16 --samples 10 --save
+    run bench-moe-35tp 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8,16 --samples 10 --save
+    run ab-b8 120 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 2 --variants base,p4=MOELAB_PAIRS_MAX_T:4
+    run ab-bv 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,bv16=MOELAB_GDN_BLOCK_V:16,bv8=MOELAB_GDN_BLOCK_V:8
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

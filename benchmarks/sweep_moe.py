@@ -20,7 +20,7 @@ import torch
 
 from moelab import hardware, ops, timing
 from moelab.kernels import CHAIN_MAX_T, next_pow2
-from moelab.kernels.moe import PAIRS_MAX_T, fused_moe
+from moelab.kernels.moe import fused_moe
 from moelab.kernels.moe_decode import decode_config, moe_decode
 from moelab.kernels.moe_grouped import grouped_config, moe_grouped
 from moelab.kernels.moe_pairs import moe_pairs, pairs_config
@@ -172,10 +172,10 @@ def main() -> None:
                 if I <= 256:  # narrow experts: the shipped tiles with 16-row phase-1 blocks, twice the phase-1 programs
                     grid.insert(1, dict(decode_config(T, k, H, I), BLOCK_I=16))
             if a.mode == "decode" and 1 < T <= 16:
-                # The default up to PAIRS_MAX_T, against the census, same process. At T=8 and 16 too (session 28): the
-                # pair kernel against the census was only ever measured at Qwen3-30B-A3B, T=2 and 4; the tp=4 shard
-                # (I=128) runs its census at T=8 with 65 slots × 4 phase-1 blocks = 260 phase-1 programs (60 us
-                # against 21.7 at T=4, floor 20).
+                # The pair kernel (the default up to pairs_max_t(I)) against the census, same process, up to T=16:
+                # until session 28 this was measured only at Qwen3-30B-A3B, T=2 and 4, while the tp=4 shard (I=128) ran
+                # its census at T=8 with 65 slots × 4 phase-1 blocks = 260 phase-1 programs (60 us against 21.7 at
+                # T=4, floor 20). Session 28 (H100): pairs won at the shard T=8/16 and Qwen3.5 T=8 (`pairs_max_t`).
                 grid.append(dict(KERNEL="pairs"))
             if a.mode == "pairs" and a.narrow:
                 # Session 14: narrow experts (the tp=4 shard, I=128). The default's phase-2 tile is 32 × 256 with half

@@ -40,6 +40,20 @@ def test_recurrence_matches_reference_over_steps(B, HK, HV, DK, DV, dtype, close
         close(s_got, s_ref, tol=2e-2 if dtype == torch.bfloat16 and DEV == "cpu" else 1e-5)
 
 
+@pytest.mark.parametrize("block_v", ["8", "16"])
+def test_recurrence_narrow_column_blocks(monkeypatch, block_v, close):
+    """$MOELAB_GDN_BLOCK_V (more programs, fewer state columns each) computes the same step, Dv past its blocks."""
+    *args, state = _rec_inputs(2, 2, 4, 32, 40, torch.float32)
+    s_ref, s_got = state.clone(), state.clone()
+    ref = gdn_recurrence_reference(*args, s_ref)
+    monkeypatch.setenv("MOELAB_GDN_BLOCK_V", block_v)
+    close(gdn.gdn_recurrence(*args, s_got), ref)
+    close(s_got, s_ref, tol=1e-5)
+    monkeypatch.setenv("MOELAB_GDN_BLOCK_V", "12")
+    with pytest.raises(ValueError, match="MOELAB_GDN_BLOCK_V must be a power of two"):
+        gdn.gdn_recurrence(*args, s_got)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("T", [1, 5])
 def test_a_prompt_in_one_launch_each(T, dtype, close):

@@ -113,6 +113,23 @@ def test_fused_moe_matches_reference(T, E, H, I, k, dtype, path):
     assert rel(out, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[dtype]
 
 
+@pytest.mark.parametrize("I,T,want", [(32, 16, "pairs"), (128, 16, "pairs"), (128, 17, "decode"), (256, 8, "pairs"),
+                                       (512, 9, "decode"), (640, 4, "pairs"), (640, 5, "decode"), (768, 8, "decode")])
+def test_path_by_expert_width(monkeypatch, I, T, want):
+    """The pair kernel up to pairs_max_t(I) tokens: 16 for experts up to 128 wide, 8 up to 512, else 4 (the sweep of
+    session 28); $MOELAB_PAIRS_MAX_T overrides it for an A/B."""
+    import moelab.kernels.moe_decode as md
+    import moelab.kernels.moe_pairs as mp
+    seen = []
+    monkeypatch.setattr(mp, "moe_pairs", lambda *a, **kw: seen.append("pairs") or kw["out"])
+    monkeypatch.setattr(md, "moe_decode", lambda *a, **kw: seen.append("decode") or kw["out"])
+    x, w13, w2, w, ids, _ = make(T, 8, 16, I, 2, torch.float32)
+    fused_moe(x, w13, w2, w, ids)
+    monkeypatch.setenv("MOELAB_PAIRS_MAX_T", "32")
+    fused_moe(x, w13, w2, w, ids)
+    assert seen == [want, "pairs"]
+
+
 @pytest.mark.parametrize("path", ["pairs", "decode", "grouped"])
 @pytest.mark.parametrize("gated", [True, False])
 def test_shared_expert(path, gated):

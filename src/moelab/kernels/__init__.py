@@ -111,9 +111,9 @@ def chain_pdl(device: torch.device, rows: int) -> bool:
         (`dot_config(whole_k=True)`; batch 8 7.71 → 7.63 ms, session 14);
       * the attention split kernel releases the combine (PDL-launched) once its q is in registers, and the combine
         releases the o projection as it starts, so the o weight streams during the split;
-      * the norms are PDL-launched (their weight read before the wait); the pair kernel (`moe_pairs`, T ≤ 4) and the
-        census kernel (`moe_decode`) release them as each program starts, so the next layer's norm and qkv
-        projection are resident and loading in the experts' tail;
+      * the norms are PDL-launched (their weight read before the wait); the pair kernel (`moe_pairs`, up to
+        `pairs_max_t(I)` tokens) and the census kernel (`moe_decode`) release them as each program starts, so the
+        next layer's norm and qkv projection are resident and loading in the experts' tail;
       * the one-launch router releases the experts' kernel as it starts, which waits in hardware (`gdc_wait`),
         not spinning. (Eagerly `fused_moe` checks the ids on the host between the two, so this link holds in CUDA
         graphs, where decode runs.)

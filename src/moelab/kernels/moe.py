@@ -1,17 +1,17 @@
 """`fused_moe`: the one public launcher for the MoE expert block; picks the decode or the grouped path.
 
-T ≤ PAIRS_MAX_T: `moe_pairs` — one launch, a GEMV slot per (token, expert) pair.
+T ≤ `pairs_max_t(I)` (4; 8 and 16 for narrower experts): `moe_pairs`, a GEMV slot per (token, expert) pair.
 Small T (decode): `moe_decode` — one launch, a census of distinct experts, each read once for all its
 tokens on tensor cores. Both direct-routed and deterministic.
 Large T (prefill): `moe_grouped` — tokens grouped by expert, tensor-core GEMMs, SwiGLU in the epilogue.
-The switches are at `PAIRS_MAX_T` tokens and `DECODE_MAX_PAIRS` routed (token, expert) pairs.
+The switches are at `pairs_max_t(I)` tokens and `DECODE_MAX_PAIRS` routed (token, expert) pairs.
 """
 
 from __future__ import annotations
 
 import torch
 
-from moelab.kernels import check_device
+from moelab.kernels import check_device, env_int
 from moelab.ops.moe import check_moe_args
 
 # Census-decode vs grouped, in T·k pairs. Measured on the H200 (bench-moe, 2026-12-01, Qwen3-30B-A3B): census
@@ -25,6 +25,21 @@ DECODE_MAX_PAIRS = 128
 # re-read it, yet the GEMV pair kernel still won at T=2 (43 vs 61 µs) and T=4 (78 vs 87 µs), Qwen3-30B-A3B,
 # H200 sweeps of 2026-12-01 (benchmarks/results/sweep-moe-*.json); the census kernel wins from T=8.
 PAIRS_MAX_T = 4
+# Narrower experts keep the pair kernel longer: the census gives each distinct expert cdiv(I, 32) phase-1 programs,
+# so at the tp=4 shard (I=128) T=8 has 65 slots × 4 = 260 phase-1 programs for 132 SMs. Measured side by side
+# (sweep_moe.py --mode decode, H100, session 28, sweep-moe-census-pairs-…T0404): the shard with its shared expert
+# T=8 pairs 39.8 against the census's 65.2 µs, T=16 73.6 against 100.3; Qwen3.5 (I=512) T=8 137.4 against 152.4
+# (the best census tile), T=16 the census ahead (253.5 against 274.4); Qwen3-30B-A3B (I=768) the census ahead at both.
+PAIRS_MAX_T_BY_I = ((128, 16), (512, 8))  # (largest I, largest T for the pair kernel); wider: PAIRS_MAX_T
+
+
+def pairs_max_t(I: int) -> int:
+    """The largest T that takes the pair kernel at expert width I ($MOELAB_PAIRS_MAX_T overrides it: an A/B switch,
+    read at launch, so at a graph's capture)."""
+    forced = env_int("MOELAB_PAIRS_MAX_T", 0)
+    if forced:
+        return forced
+    return next((t for i_max, t in PAIRS_MAX_T_BY_I if I <= i_max), PAIRS_MAX_T)
 # (A T=1 kernel without partials, `moe_t1`, ran the tp=4 shard without a shared expert until session 15: there the
 # pair kernel's narrow tiles now win, 13.0 against 15.7 µs with routing, H200, sweep-moe-block-shard-…T2134; it was
 # removed.)
@@ -37,7 +52,7 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
 
     validate: check expert ids on the host (a sync). Default: yes, except under CUDA-graph capture, where
     an out-of-range id instead turns its token's output row into NaN inside the kernel.
-    path: force one of PATHS (benchmarks and tests); default by `PAIRS_MAX_T` and `DECODE_MAX_PAIRS`.
+    path: force one of PATHS (benchmarks and tests); default by `pairs_max_t` and `DECODE_MAX_PAIRS`.
     """
     capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
     check_moe_args(x, w13, w2, topk_weights, topk_ids, shared, check_ids=(not capturing) if validate is None else validate)
@@ -58,7 +73,7 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
         return out
     pairs = T * topk_ids.shape[1]
     if path is None:
-        if T <= PAIRS_MAX_T:
+        if T <= pairs_max_t(w2.shape[2]):
             path = "pairs"
         else:
             path = "decode" if pairs <= DECODE_MAX_PAIRS else "grouped"
