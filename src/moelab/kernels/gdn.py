@@ -226,9 +226,10 @@ def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state):
         _last_contiguous(f"gdn_recurrence: {name}", t)
     o = torch.empty(B, T, HV, DV, dtype=v.dtype, device=v.device)
     if B and T:
-        # Columns of the state per program. At Qwen3.5's tp=1 the 32-wide default gives 32 heads × 4 = 128 programs, each
-        # streaming 16 KB of state in and out: 8.2 µs a call for 1.3 µs of bandwidth (H100 trace, session 28,
-        # trace-decode-…T040820). $MOELAB_GDN_BLOCK_V (a power of two) sets it for an A/B of narrower, more programs.
+        # Columns of the state per program. At Qwen3.5's tp=1 the 32-wide default gives 32 heads × 4 = 128
+        # programs, each streaming 16 KB of state in and out: 8.2 µs a call for 1.3 µs of bandwidth (H100 trace,
+        # session 28, h100/trace-decode-…T040820). $MOELAB_GDN_BLOCK_V (a power of two) sets it, for an A/B of
+        # narrower blocks on more programs (unmeasured).
         block_v = env_int("MOELAB_GDN_BLOCK_V", 0) or min(32, next_pow2(DV))
         if block_v & (block_v - 1) or block_v < 1:
             raise ValueError(f"MOELAB_GDN_BLOCK_V must be a power of two, not {block_v}")

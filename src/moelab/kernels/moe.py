@@ -25,11 +25,15 @@ DECODE_MAX_PAIRS = 128
 # re-read it, yet the GEMV pair kernel still won at T=2 (43 vs 61 µs) and T=4 (78 vs 87 µs), Qwen3-30B-A3B,
 # H200 sweeps of 2026-12-01 (benchmarks/results/sweep-moe-*.json); the census kernel wins from T=8.
 PAIRS_MAX_T = 4
-# Narrower experts keep the pair kernel longer: the census gives each distinct expert cdiv(I, 32) phase-1 programs,
-# so at the tp=4 shard (I=128) T=8 has 65 slots × 4 = 260 phase-1 programs for 132 SMs. Measured side by side
-# (sweep_moe.py --mode decode, H100, session 28, sweep-moe-census-pairs-…T0404): the shard with its shared expert
-# T=8 pairs 39.8 against the census's 65.2 µs, T=16 73.6 against 100.3; Qwen3.5 (I=512) T=8 137.4 against 152.4
-# (the best census tile), T=16 the census ahead (253.5 against 274.4); Qwen3-30B-A3B (I=768) the census ahead at both.
+# (A T=1 kernel without partials, `moe_t1`, ran the tp=4 shard without a shared expert until session 15: there the
+# pair kernel's narrow tiles now win, 13.0 against 15.7 µs with routing, H200, sweep-moe-block-shard-…T2134; it was
+# removed.)
+# Narrower experts keep the pair kernel longer. Measured side by side, kernels alone (sweep_moe.py --mode decode,
+# H100, session 28, results/h100/sweep-moe-census-pairs-…T0404): the tp=4 shard with its shared expert (I=128) T=8
+# pairs 39.8 against the census's 65.2 µs, T=16 73.6 against 100.3; Qwen3.5 (I=512) T=8 137.4 against 152.4 (the best
+# census tile), T=16 the census ahead (253.5 against 274.4); Qwen3-30B-A3B (I=768) the census ahead at both. (The
+# census with 16-row phase-1 blocks, twice its phase-1 programs at the shard, tied its 32-row ones: 65.8 µs.)
+# Qwen3.5 batch 8 end to end on that H100: 8.74 -> 8.50 ms a token (h100/ab-chain-…T040945). Not yet on an H200.
 PAIRS_MAX_T_BY_I = ((128, 16), (512, 8))  # (largest I, largest T for the pair kernel); wider: PAIRS_MAX_T
 
 
@@ -40,9 +44,6 @@ def pairs_max_t(I: int) -> int:
     if forced:
         return forced
     return next((t for i_max, t in PAIRS_MAX_T_BY_I if I <= i_max), PAIRS_MAX_T)
-# (A T=1 kernel without partials, `moe_t1`, ran the tp=4 shard without a shared expert until session 15: there the
-# pair kernel's narrow tiles now win, 13.0 against 15.7 µs with routing, H200, sweep-moe-block-shard-…T2134; it was
-# removed.)
 PATHS = ("pairs", "decode", "grouped")
 
 
