@@ -1169,10 +1169,16 @@ case "${1:?stage A to G}" in
       # bandwidth: 128 programs of 16 KB). H100: the shard T=8 39.8 against 65.2 us (census), T=16 73.6 against 100.3;
       # Qwen3.5 T=8 137.4 against 152.4; Qwen3.5 batch 8 8.74 -> 8.50 ms a token (ab-chain-…T040945).
       # Predicted on the H200: bench moe tp=4 T=8 60.4 -> ~37 us, Qwen3.5 T=8 113 -> ~104; Qwen3.5 batch 8 6.89 ->
-      # ~6.7 ms; MOELAB_GDN_BLOCK_V 16 / 8: batch 1 -0.05..-0.12 ms (30 layers × 2-4 us).
-    run gpu-tests 200 python -m pytest tests/kernels/test_moe.py tests/kernels/test_gdn.py -q -p no:cacheprovider --tb=short -rf
+      # ~6.7 ms; MOELAB_GDN_BLOCK_V 16 / 8: batch 1 -0.05..-0.12 ms (30 layers × 2-4 us). Session 29: bench_gdn times
+      # the recurrence alone at block widths 32..4 (H100 trace at 32: 8.2 us a call in the chain; predicted at tp=1
+      # batch 1, widths 8 or 4: 3-5 us against 1.1 of bytes; at tp=4 (32 programs at width 32) a larger relative gain).
+    run bench-gdn 120 python benchmarks/bench_gdn.py --tp 1,4 --batch 1,8 --block-v 32,16,8,4 --samples 15 --no-compile
     run bench-moe-35 90 python -m moelab bench moe --model qwen3.5-35b-a3b --tokens 1,2,4,8,16 --samples 10 --save
     run bench-moe-35tp 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4,8,16 --samples 10 --save
+    run gpu-tests 200 python -m pytest tests/kernels/test_moe.py tests/kernels/test_gdn.py -q -p no:cacheprovider --tb=short -rf
+    ;;
+  EJ) # session 29: EI's end-to-end A/Bs (EI with them passed one call's 10 minutes). Predicted as in EI; the block
+      # width that bench-gdn (EI) finds best at tp=1 batch 1 should be the one that wins here, if any does.
     run ab-b8 120 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 2 --variants base,p4=MOELAB_PAIRS_MAX_T:4
     run ab-bv 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,bv16=MOELAB_GDN_BLOCK_V:16,bv8=MOELAB_GDN_BLOCK_V:8
     ;;

@@ -49,8 +49,12 @@ def test_recurrence_narrow_column_blocks(monkeypatch, block_v, close):
     monkeypatch.setenv("MOELAB_GDN_BLOCK_V", block_v)
     close(gdn.gdn_recurrence(*args, s_got), ref)
     close(s_got, s_ref, tol=1e-5)
+    s_kw = state.clone()
+    monkeypatch.delenv("MOELAB_GDN_BLOCK_V")
+    close(gdn.gdn_recurrence(*args, s_kw, block_v=int(block_v)), ref)  # the keyword (benchmarks/bench_gdn.py)
+    close(s_kw, s_ref, tol=1e-5)
     monkeypatch.setenv("MOELAB_GDN_BLOCK_V", "12")
-    with pytest.raises(ValueError, match="MOELAB_GDN_BLOCK_V must be a power of two"):
+    with pytest.raises(ValueError, match=r"block_v \(or \$MOELAB_GDN_BLOCK_V\) must be a power of two, not 12"):
         gdn.gdn_recurrence(*args, s_got)
 
 

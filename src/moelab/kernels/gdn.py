@@ -189,11 +189,12 @@ def gdn_conv(x: torch.Tensor, state: torch.Tensor, w: torch.Tensor) -> torch.Ten
     return out if x.dim() == 3 else out[:, 0]
 
 
-def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state):
+def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state, *, block_v: int | None = None):
     """The gated delta rule for one token per sequence — q, k [B, Hk, Dk]; v [B, Hv, Dv] (Hv a multiple of Hk);
     b, a [B, Hv] — or for T tokens in order (a prefill: q, k [B, T, Hk, Dk], v [B, T, Hv, Dv], b, a [B, T, Hv]);
     a_log, dt_bias [Hv]; state [B, Hv, Dk, Dv] fp32, contiguous, updated in place -> o like v, in v's dtype.
-    Contract as `moelab.ops.gdn.gdn_recurrence_reference`."""
+    Contract as `moelab.ops.gdn.gdn_recurrence_reference`. `block_v` (a power of two): state columns per program,
+    for benchmarks/bench_gdn.py; None takes $MOELAB_GDN_BLOCK_V or the default."""
     check_device(v, "gdn_recurrence: v")
     seq = v.dim() == 4
     if seq:
@@ -230,9 +231,9 @@ def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state):
         # programs, each streaming 16 KB of state in and out: 8.2 µs a call for 1.3 µs of bandwidth (H100 trace,
         # session 28, h100/trace-decode-…T040820). $MOELAB_GDN_BLOCK_V (a power of two) sets it, for an A/B of
         # narrower blocks on more programs (unmeasured).
-        block_v = env_int("MOELAB_GDN_BLOCK_V", 0) or min(32, next_pow2(DV))
+        block_v = block_v or env_int("MOELAB_GDN_BLOCK_V", 0) or min(32, next_pow2(DV))
         if block_v & (block_v - 1) or block_v < 1:
-            raise ValueError(f"MOELAB_GDN_BLOCK_V must be a power of two, not {block_v}")
+            raise ValueError(f"gdn_recurrence: block_v (or $MOELAB_GDN_BLOCK_V) must be a power of two, not {block_v}")
         pdl = gdn_pdl(v.device, B * T)  # read once: the kernel's wait and the launch attribute must agree
         _gdn_recurrence_kernel[(B * HV, cdiv(DV, block_v))](
             q_, k_, v_, b_, a_, a_log, dt_bias, state, o, HV, DK, DV, T, *q_.stride()[:3], *k_.stride()[:3],

@@ -1,0 +1,45 @@
+"""bench_gdn's inputs and napkin math at Qwen3.5's shard shapes, and its variants against the references (timing needs
+a GPU; the kernels run under the interpreter here)."""
+
+import dataclasses
+import functools
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+if not torch.cuda.is_available():  # before anything imports triton
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
+
+from bench_gdn import clone, op_bytes, op_inputs, rel_err  # noqa: E402
+
+from moelab import ops  # noqa: E402
+from moelab.kernels import gdn  # noqa: E402
+from moelab.models.spec import load_spec  # noqa: E402
+from moelab.profile.impls import dims  # noqa: E402
+
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def test_recurrence_bytes_are_the_state_twice_plus_the_vectors():
+    d = dims(load_spec("qwen3.5-35b-a3b"), 1, 1, 4)  # 8 value heads, 4 key heads, 128 × 128 states
+    assert (d.nk, d.nv, d.dk, d.dv) == (4, 8, 128, 128)
+    state = 8 * 128 * 128 * 4
+    assert op_bytes("gdn.recurrence", d) == 2 * state + (2 * 4 * 128 + 2 * 8 * 128 + 2 * 8) * 2
+    args = op_inputs("gdn.recurrence", d, "cpu")
+    assert args[-1].shape == (1, 8, 128, 128) and args[-1].dtype == torch.float32
+
+
+@pytest.mark.parametrize("name", ["gdn.conv", "gdn.recurrence", "gdn.norm_gate"])
+def test_kernels_match_the_references_on_its_inputs(name):
+    d = dataclasses.replace(dims(load_spec("qwen3.5-35b-a3b"), 2, 1, 4), nk=2, nv=4, dk=16, dv=32)  # small: interpreter
+    args = op_inputs(name, d, DEV)
+    want = ops.get(name.replace(".", "_"), "eager")(*clone(args))
+    fns = [ops.get(name.replace(".", "_"), "moelab")]
+    if name == "gdn.recurrence":
+        fns += [functools.partial(gdn.gdn_recurrence, block_v=bv) for bv in (16, 8, 4)]
+    for fn in fns:
+        assert rel_err(fn(*clone(args)), want) < 2e-2  # bench_gdn's own bound (bf16 outputs; the interpreter truncates)
