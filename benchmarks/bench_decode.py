@@ -63,8 +63,9 @@ def hf_model_on(raw: dict, cfg, w: dict[str, torch.Tensor], device: torch.device
                 raise RuntimeError(f"{part.name}: transformers has {tuple(old.shape)}, engine view {tuple(view.shape)}")
             mod._parameters[pname] = torch.nn.Parameter(view, requires_grad=False)
     # Non-persistent buffers (the rotary inverse frequencies) were made on the meta device: remake them.
+    # With the model's own (text) config: Qwen3.5's top-level config nests it (`text_config`).
     with torch.device(device):
-        model.model.rotary_emb = type(model.model.rotary_emb)(config=hf_cfg)
+        model.model.rotary_emb = type(model.model.rotary_emb)(config=model.model.config)
     left = [n for n, t in list(model.named_parameters()) + list(model.named_buffers()) if t.is_meta]
     if left:
         raise RuntimeError(f"transformers tensors not mapped to engine weights: {left[:5]}")
