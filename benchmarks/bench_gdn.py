@@ -12,8 +12,9 @@ either). Floor = bytes / read bandwidth, with bytes (napkin math, `kernels/gdn.p
   * conv: x in, the conv state read and written, the weights, the output;
   * gated norm: o and z in, the output.
 Each moelab variant is checked against the reference on a copy of the same inputs (the recurrence updates its state
-in place) before it is timed. `moelab bv<N>` is the recurrence with N state columns a program (`block_v`); `moelab`
-is the shipped width. Results are saved with `timing.save_result("bench-gdn", ...)`.
+in place) before it is timed. `moelab bv<N>` is the recurrence with N state columns a program (`block_v`), `bv<N>w<W>`
+the same on W warps (`--block-v NxW`; 4 otherwise), a final `o` the kernel's ONE_PASS form; `moelab` is the
+shipped form. Results are saved with `timing.save_result("bench-gdn", ...)`.
 """
 
 from __future__ import annotations
@@ -56,6 +57,20 @@ def op_bytes(name: str, d) -> int:
     return d.B * d.nv * d.dv * 2 * 3 + d.dv * 2
 
 
+def parse_variant(text: str) -> tuple[int, int, bool]:
+    """"16" -> (16, 4, False); "16x2" -> (16, 2, False); "16x2o" -> (16, 2, True): the recurrence's state columns a
+    program, its warps (powers of two) and whether it runs the kernel's ONE_PASS form."""
+    one = text.endswith("o")
+    bv, x, w = text.removesuffix("o").partition("x")
+    try:
+        vals = int(bv), int(w) if x else 4
+    except ValueError:
+        raise SystemExit(f"bench_gdn: --block-v takes N or NxW (N columns, W warps), not {text!r}") from None
+    if any(v < 1 or v & (v - 1) for v in vals):
+        raise SystemExit(f"bench_gdn: --block-v values must be powers of two, not {text!r}")
+    return (*vals, one)
+
+
 def clone(args):
     return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
 
@@ -65,7 +80,9 @@ def main() -> None:
     ap.add_argument("--model", default="qwen3.5-35b-a3b")
     ap.add_argument("--tp", default="1,4", help="comma-separated tensor-parallel degrees (one rank's shard)")
     ap.add_argument("--batch", default="1,8", help="comma-separated batch sizes")
-    ap.add_argument("--block-v", default="32,16,8,4", help="state columns a program for the recurrence's variants")
+    ap.add_argument("--block-v", default="32,16,8,4",
+                    help="the recurrence's variants: state columns a program, optionally xW for W warps, and a final "
+                         "o for the ONE_PASS form (16, 16x2, 16x2o)")
     ap.add_argument("--samples", type=int, default=25)
     ap.add_argument("--read-gbps", type=float, default=None, help="read bandwidth for the floor (GB/s)")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
@@ -74,10 +91,7 @@ def main() -> None:
     spec = load_spec(a.model)
     if not spec.linear_value_heads:
         raise SystemExit(f"bench_gdn: {spec.name} has no Gated DeltaNet layers")
-    block_vs = [int(s) for s in a.block_v.split(",") if s]
-    bad = [b for b in block_vs if b < 1 or b & (b - 1)]
-    if bad:
-        raise SystemExit(f"bench_gdn: --block-v values must be powers of two, not {bad[0]}")
+    block_vs = [parse_variant(s) for s in a.block_v.split(",") if s]
     if not torch.cuda.is_available():
         raise SystemExit("bench_gdn: needs a CUDA GPU")
     gbps, gbps_source = floor_read_gbps(a.read_gbps)
@@ -92,8 +106,9 @@ def main() -> None:
                     impls["compile"] = torch.compile(ref, dynamic=False)
                 impls["moelab"] = ops.get(name.replace(".", "_"), "moelab")
                 if name == "gdn.recurrence":
-                    for bv in block_vs:
-                        impls[f"moelab bv{bv}"] = functools.partial(gdn.gdn_recurrence, block_v=bv)
+                    for bv, w, one in block_vs:
+                        impls[f"moelab bv{bv}" + (f"w{w}" if w != 4 else "") + ("o" if one else "")] = (
+                            functools.partial(gdn.gdn_recurrence, block_v=bv, num_warps=w, one_pass=one))
                 nbytes = op_bytes(name, d)
                 floor_us = nbytes / (gbps * 1e3)
                 sets = [op_inputs(name, d, dev) for _ in range(timing.sets_for_l2(nbytes))]

@@ -1182,6 +1182,16 @@ case "${1:?stage A to G}" in
     run ab-b8 120 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 2 --variants base,p4=MOELAB_PAIRS_MAX_T:4
     run ab-bv 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,bv16=MOELAB_GDN_BLOCK_V:16,bv8=MOELAB_GDN_BLOCK_V:8
     ;;
+  EK) # session 29: EI's bench_gdn found the recurrence latency-bound (tp=1 batch 1 4.49 us for 0.92 of bytes; 16/8/4
+      # columns 4.41/4.86/5.57). Two latency levers: the ONE_PASS form (o from the undecayed state's two reductions side
+      # by side: one cross-warp reduction level on o's path, not two) and fewer warps a program (reductions inside a
+      # warp). Also 64/128 columns (one program a head, which a fused gated norm would need). Predicted at tp=1 batch 1:
+      # ONE_PASS 4.49 -> ~4.0 us, 1-2 warps -0.3..-0.8; 128 columns within 1 us of 32. End to end at batch 1:
+      # -0.01..-0.03 ms a token for the best.
+    run bench-gdn 150 python benchmarks/bench_gdn.py --tp 1,4 --batch 1,8 --block-v 32,32o,16x2,16x2o,8x1,8x1o,32x2o,64,128x8,128x8o --samples 15 --no-compile
+    run ab-op 200 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,op=MOELAB_GDN_ONE_PASS,op16w2=MOELAB_GDN_ONE_PASS+MOELAB_GDN_BLOCK_V:16+MOELAB_GDN_WARPS:2,op8w1=MOELAB_GDN_ONE_PASS+MOELAB_GDN_BLOCK_V:8+MOELAB_GDN_WARPS:1
+    run gpu-tests 150 python -m pytest tests/kernels/test_gdn.py tests/bench/test_bench_gdn.py -q -p no:cacheprovider --tb=short -rf
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

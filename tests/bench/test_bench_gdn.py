@@ -14,7 +14,7 @@ if not torch.cuda.is_available():  # before anything imports triton
     os.environ.setdefault("TRITON_INTERPRET", "1")
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
-from bench_gdn import clone, op_bytes, op_inputs, rel_err  # noqa: E402
+from bench_gdn import clone, op_bytes, op_inputs, parse_variant, rel_err  # noqa: E402
 
 from moelab import ops  # noqa: E402
 from moelab.kernels import gdn  # noqa: E402
@@ -40,6 +40,15 @@ def test_kernels_match_the_references_on_its_inputs(name):
     want = ops.get(name.replace(".", "_"), "eager")(*clone(args))
     fns = [ops.get(name.replace(".", "_"), "moelab")]
     if name == "gdn.recurrence":
-        fns += [functools.partial(gdn.gdn_recurrence, block_v=bv) for bv in (16, 8, 4)]
+        fns += [functools.partial(gdn.gdn_recurrence, block_v=bv, num_warps=w, one_pass=one)
+                for bv, w, one in ((16, 4, False), (8, 1, False), (32, 2, True))]
     for fn in fns:
         assert rel_err(fn(*clone(args)), want) < 2e-2  # bench_gdn's own bound (bf16 outputs; the interpreter truncates)
+
+
+def test_variants_name_columns_and_warps():
+    assert parse_variant("16") == (16, 4, False) and parse_variant("8x1") == (8, 1, False)
+    assert parse_variant("32o") == (32, 4, True) and parse_variant("8x2o") == (8, 2, True)
+    for bad in ("12", "16x3", "x", "8x", "o", "16xo"):
+        with pytest.raises(SystemExit, match="bench_gdn: --block-v"):
+            parse_variant(bad)
