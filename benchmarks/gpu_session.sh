@@ -1191,6 +1191,9 @@ case "${1:?stage A to G}" in
     run bench-gdn 150 python benchmarks/bench_gdn.py --tp 1,4 --batch 1,8 --block-v 32,32o,16x2,16x2o,8x1,8x1o,32x2o,64,128x8,128x8o --samples 15 --no-compile
     run ab-op 200 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,op=MOELAB_GDN_ONE_PASS,op16w2=MOELAB_GDN_ONE_PASS+MOELAB_GDN_BLOCK_V:16+MOELAB_GDN_WARPS:2,op8w1=MOELAB_GDN_ONE_PASS+MOELAB_GDN_BLOCK_V:8+MOELAB_GDN_WARPS:1
     run gpu-tests 150 python -m pytest tests/kernels/test_gdn.py tests/bench/test_bench_gdn.py -q -p no:cacheprovider --tb=short -rf
+    # The T=1 layer with no phase hand-over (benchmarks/probe_rows.py): predicted within 1-2 µs of a pure read of its
+    # bytes (Qwen3-30B-A3B ~19-21 µs against the shipped 24.5) if the w2 column runs (32-64 B) read at full rate.
+    run probe-rows 120 bash -c "cd benchmarks && python probe_rows.py --shapes qwen3,qwen35 --samples 15"
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
