@@ -13,8 +13,7 @@ either). Floor = bytes / read bandwidth, with bytes (napkin math, `kernels/gdn.p
   * gated norm: o and z in, the output.
 Each moelab variant is checked against the reference on a copy of the same inputs (the recurrence updates its state
 in place) before it is timed. `moelab bv<N>` is the recurrence with N state columns a program (`block_v`), `bv<N>w<W>`
-the same on W warps (`--block-v NxW`; 4 otherwise), a final `o` the kernel's ONE_PASS form; `moelab` is the
-shipped form. Results are saved with `timing.save_result("bench-gdn", ...)`.
+the same on W warps (`--block-v NxW`; 4 otherwise); `moelab` is the shipped form. Results are saved with `timing.save_result("bench-gdn", ...)`.
 """
 
 from __future__ import annotations
@@ -57,18 +56,17 @@ def op_bytes(name: str, d) -> int:
     return d.B * d.nv * d.dv * 2 * 3 + d.dv * 2
 
 
-def parse_variant(text: str) -> tuple[int, int, bool]:
-    """"16" -> (16, 4, False); "16x2" -> (16, 2, False); "16x2o" -> (16, 2, True): the recurrence's state columns a
-    program, its warps (powers of two) and whether it runs the kernel's ONE_PASS form."""
-    one = text.endswith("o")
-    bv, x, w = text.removesuffix("o").partition("x")
+def parse_variant(text: str) -> tuple[int, int]:
+    """"16" -> (16, 4); "16x2" -> (16, 2): the recurrence's state columns a program and its warps (powers of two).
+    (Session 29's stage EK also took a final "o", a ONE_PASS form of the kernel since removed.)"""
+    bv, x, w = text.partition("x")
     try:
         vals = int(bv), int(w) if x else 4
     except ValueError:
         raise SystemExit(f"bench_gdn: --block-v takes N or NxW (N columns, W warps), not {text!r}") from None
     if any(v < 1 or v & (v - 1) for v in vals):
         raise SystemExit(f"bench_gdn: --block-v values must be powers of two, not {text!r}")
-    return (*vals, one)
+    return vals
 
 
 def clone(args):
@@ -81,8 +79,7 @@ def main() -> None:
     ap.add_argument("--tp", default="1,4", help="comma-separated tensor-parallel degrees (one rank's shard)")
     ap.add_argument("--batch", default="1,8", help="comma-separated batch sizes")
     ap.add_argument("--block-v", default="32,16,8,4",
-                    help="the recurrence's variants: state columns a program, optionally xW for W warps, and a final "
-                         "o for the ONE_PASS form (16, 16x2, 16x2o)")
+                    help="the recurrence's variants: state columns a program, optionally xW for W warps (16, 16x2)")
     ap.add_argument("--samples", type=int, default=25)
     ap.add_argument("--read-gbps", type=float, default=None, help="read bandwidth for the floor (GB/s)")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
@@ -106,9 +103,9 @@ def main() -> None:
                     impls["compile"] = torch.compile(ref, dynamic=False)
                 impls["moelab"] = ops.get(name.replace(".", "_"), "moelab")
                 if name == "gdn.recurrence":
-                    for bv, w, one in block_vs:
-                        impls[f"moelab bv{bv}" + (f"w{w}" if w != 4 else "") + ("o" if one else "")] = (
-                            functools.partial(gdn.gdn_recurrence, block_v=bv, num_warps=w, one_pass=one))
+                    for bv, w in block_vs:
+                        impls[f"moelab bv{bv}" + (f"w{w}" if w != 4 else "")] = functools.partial(
+                            gdn.gdn_recurrence, block_v=bv, num_warps=w)
                 nbytes = op_bytes(name, d)
                 floor_us = nbytes / (gbps * 1e3)
                 sets = [op_inputs(name, d, dev) for _ in range(timing.sets_for_l2(nbytes))]

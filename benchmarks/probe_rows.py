@@ -18,6 +18,12 @@ those bytes are in flight with it; "BIxWcN" stream the down projection in chunks
 after the GEMV. W is the warps a program. Each config is checked against `fused_moe`'s fp32 reference, then timed
 graph-replayed in two passes (`sweep_moe.two_pass`) beside the shipped `fused_moe`, with routing drawn afresh per
 argument set and the weights rotated over three layer copies so the L2 cannot serve them. JSON to $OUT.
+
+Measured (H200, session 29, stage EK, probe-rows-…T0511.json), T=1 without routing: Qwen3-30B-A3B shipped 22.84 µs
+(72.4 % of the floor) against 32.2-36.8 for every config here; Qwen3.5-35B-A3B's experts (no shared expert) 17.11
+against 22.0-28.7. Lost by 40 %, so not built. Not diagnosed: the w2 column runs (16-64 B, I·2 bytes apart) read at
+a fraction of the stream rate, or the second kernel's launch and L2 reads, or both (a next probe: the rows kernel
+alone, and with w2 read in contiguous rows, would tell them apart).
 """
 
 from __future__ import annotations

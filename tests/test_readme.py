@@ -128,3 +128,22 @@ def test_each_merged_table_numbers_its_own_runs(tmp_path):
     first, second = md.split("### End-to-end decode")[1:]
     assert "| 111 |" in first and "[1]" in first and "[1] `a.json`" in first and "b.json" not in first
     assert "| 222 |" in second and "[1] `b.json`" in second and "a.json" not in second and "[2]" not in second
+
+
+def test_the_gdn_table_shows_the_shipped_kernels_graph_replayed(tmp_path):
+    """bench_gdn's record: the eager and moelab rows of graph replay; its block-width variants and host rows stay out."""
+    import json
+
+    from moelab import report
+
+    rows = [{"tp": 1, "B": 1, "op": "gdn.recurrence", "impl": impl, "mode": mode, "median_us": us, "iqr_us": 0.1,
+             "floor_us": 1.0, "pct_floor": 100.0 / us}
+            for impl, mode, us in (("eager", "graph", 75.0), ("moelab", "graph", 4.5), ("moelab bv16w2", "graph", 4.0),
+                                   ("moelab", "host", 70.0))]
+    body = {"kind": "bench-gdn", "env": {"device": "GPU", "date": "2026-01-01", "commit": "c"}, "model": "m",
+            "read_gbps": 1000.0, "rows": rows}
+    (tmp_path / "g.json").write_text(json.dumps(body))
+    md = report.results_markdown(str(tmp_path))
+    assert md.count("### Gated DeltaNet decode kernels") == 1
+    assert "| 1 | 1 | gdn.recurrence | eager | 75 |" in md and "| 1 | 1 | gdn.recurrence | moelab | 4.5 |" in md
+    assert "bv16w2" not in md and "| 70 |" not in md

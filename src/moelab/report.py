@@ -263,6 +263,17 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
         row=lambda x: (x["op"], x["T"], x["N"], x["K"], x["impl"], x["median_us"], x["iqr_us"], x["floor_us"],
                        x["pct_floor"], x.get("moelab_x")),
         order=lambda c, first: (c[1], first[c]), extra=read)
+    out += _merged_tables(  # the shipped kernels only (not bench_gdn's block-width variants), graph-replayed
+        recs, "bench-gdn",
+        lambda r: {(r["model"], tp, B, op): [x for x in rows if x["mode"] == "graph" and " " not in x["impl"]]
+                   for (tp, B, op), rows in _group(r["rows"], lambda x: (x["tp"], x["B"], x["op"])).items()},
+        heading="Gated DeltaNet decode kernels (`benchmarks/bench_gdn.py`)",
+        preamble=lambda i: (f"{i}, one rank's shard at each tp, bf16 (the recurrence's state fp32), graph-replayed, "
+                            "inputs rotated past the L2; floor = bytes ÷ the run's measured read bandwidth. eager = "
+                            "the plain-torch references (`moelab.ops.gdn`)."),
+        header=["tp", "batch", "op", "impl", "median µs", "IQR µs", "floor µs", "% of floor"],
+        row=lambda x: (x["tp"], x["B"], x["op"], x["impl"], x["median_us"], x["iqr_us"], x["floor_us"], x["pct_floor"]),
+        order=lambda c, first: (c[1], c[2], first[c]), extra=read)
     profiles = [(n, dict(r, kind="profile")) for n, r in recs if str(r.get("kind", "")).startswith("profile-")]
     for name, r in _newest(profiles, "profile", key=lambda r: (r.get("model"), r.get("tp"), r.get("batch"))):
         pc = r["per_ctx"][0]

@@ -56,28 +56,10 @@ def test_recurrence_narrow_column_blocks(monkeypatch, block_v, close):
     monkeypatch.setenv("MOELAB_GDN_BLOCK_V", "12")
     with pytest.raises(ValueError, match=r"block_v \(or \$MOELAB_GDN_BLOCK_V\) must be a power of two, not 12"):
         gdn.gdn_recurrence(*args, s_got)
-
-
-@pytest.mark.parametrize("T", [1, 6])
-@pytest.mark.parametrize("B,HK,HV,DK,DV", [(1, 4, 8, 128, 128), (3, 2, 4, 48, 40), (1, 1, 1, 1, 1)])
-def test_recurrence_one_pass_form(B, HK, HV, DK, DV, T, monkeypatch, close):
-    """ONE_PASS (o from the undecayed state's two reductions side by side) is the same rule: decode steps in a row and
-    a prompt of T tokens against the reference, outputs and states (fp32: only the sums' order differs); the switch
-    and the keyword both reach it."""
-    *args, state = _rec_inputs(B, HK, HV, DK, DV, torch.float32, seed=T)
-    if T > 1:  # a prompt: [B, T, ...] inputs
-        g = torch.Generator().manual_seed(T)
-        args[:5] = [torch.randn(B, T, *x.shape[1:], generator=g).to(DEV) for x in args[:5]]
-    s_ref, s_kw, s_env = state.clone(), state.clone(), state.clone()
-    for step in range(2):
-        args[2] = args[2].roll(1, dims=-1)
-        ref = gdn_recurrence_reference(*args, s_ref)
-        close(gdn.gdn_recurrence(*args, s_kw, one_pass=True), ref)
-        monkeypatch.setenv("MOELAB_GDN_ONE_PASS", "1")
-        close(gdn.gdn_recurrence(*args, s_env), ref)
-        monkeypatch.delenv("MOELAB_GDN_ONE_PASS")
-        close(s_kw, s_ref, tol=1e-5)
-        close(s_env, s_ref, tol=1e-5)
+    monkeypatch.setenv("MOELAB_GDN_BLOCK_V", block_v)
+    monkeypatch.setenv("MOELAB_GDN_WARPS", "3")
+    with pytest.raises(ValueError, match=r"num_warps \(or \$MOELAB_GDN_WARPS\) must be a power of two, not 3"):
+        gdn.gdn_recurrence(*args, s_got)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

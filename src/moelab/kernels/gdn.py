@@ -40,10 +40,6 @@ def gdn_pdl(device: torch.device, rows: int) -> bool:
     return bool(env_int("MOELAB_GDN_PDL", GDN_PDL)) and chain_pdl(device, rows)
 
 
-# The recurrence's ONE_PASS form (see the kernel): unmeasured, so off; $MOELAB_GDN_ONE_PASS=1 turns it on for an A/B.
-GDN_ONE_PASS = 0
-
-
 @triton.jit
 def _gdn_conv_kernel(x_ptr, st_ptr, w_ptr, o_ptr, C, T, s_xb, s_xt, s_sb, s_sc, s_wc, s_ob, s_ot,
                      K: tl.constexpr, K_PAD: tl.constexpr, BLOCK_C: tl.constexpr, PDL: tl.constexpr = False):
@@ -79,16 +75,14 @@ def _gdn_conv_kernel(x_ptr, st_ptr, w_ptr, o_ptr, C, T, s_xb, s_xt, s_sb, s_sc, 
 def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr, s_ptr, o_ptr,
                            HV, DK, DV, T, s_qb, s_qt, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bb, s_bt, s_ab, s_at,
                            s_ob, s_ot, s_oh, sqrt_dk,
-                           REP: tl.constexpr, DK_PAD: tl.constexpr, BLOCK_V: tl.constexpr, PDL: tl.constexpr = False,
-                           ONE_PASS: tl.constexpr = False):
+                           REP: tl.constexpr, DK_PAD: tl.constexpr, BLOCK_V: tl.constexpr, PDL: tl.constexpr = False):
     """Program (row b · value head h, block of BLOCK_V state columns), T tokens in order, all in fp32:
         g = −exp(A_log[h])·softplus(a + dt_bias[h]), β = sigmoid(b) (rounded to b's dtype),
         q̂ = q·rsqrt(Σq² + 1e-6)/√Dk, k̂ = k·rsqrt(Σk² + 1e-6) (key head h // REP; transformers' l2norm)
         S ← S·e^g;  S ← S + k̂ ⊗ β(v − k̂ᵀS);  o = q̂ᵀS
     S, the [Dk, BLOCK_V] slice, stays in registers across the tokens: read once, written once.
-    ONE_PASS: the same algebra with one reduction level on o's path instead of two: with a = q̂ᵀS and c = k̂ᵀS of the
-    state before the decay (independent reductions), kᵀS after it is e^g·c and o = e^g·a + (q̂·k̂)·β(v − e^g·c); the
-    state's update is then off o's path (a decode call is latency-bound: benchmarks/bench_gdn.py)."""
+    (o from the undecayed state's two reductions side by side, q̂ᵀS and k̂ᵀS, one reduction level on o's path instead of
+    two, timed the same alone and end to end: H200, session 29, bench-gdn-…T051000, ab-chain-…T051111. Removed.)"""
     pid = tl.program_id(0)
     bi = (pid // HV).to(tl.int64)  # row offsets in int64: b·(row stride) passes 2³¹ at long prompts
     hv = pid % HV
@@ -120,18 +114,10 @@ def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr,
         softplus = tl.where(x > 20.0, x, tl.where(u < 1e-4, u * (1.0 - 0.5 * u), tl.log(1.0 + u)))
         bb = tl.load(b_ptr + bi * s_bb + t * s_bt + hv)
         beta = (1.0 / (1.0 + tl.exp(-bb.to(tl.float32)))).to(bb.dtype).to(tl.float32)  # sigmoid in b's dtype, as HF
-        decay = tl.exp(neg_a * softplus)
-        if ONE_PASS:
-            qs = tl.sum(S * qn[:, None], axis=0)  # [BLOCK_V], both from the undecayed state, side by side
-            ks = tl.sum(S * kn[:, None], axis=0)
-            delta = (v - decay * ks) * beta
-            o = decay * qs + tl.sum(qn * kn, axis=0) * delta
-            S = S * decay + kn[:, None] * delta[None, :]
-        else:
-            S = S * decay
-            kv = tl.sum(S * kn[:, None], axis=0)  # [BLOCK_V]
-            S = S + kn[:, None] * ((v - kv) * beta)[None, :]
-            o = tl.sum(S * qn[:, None], axis=0)
+        S = S * tl.exp(neg_a * softplus)
+        kv = tl.sum(S * kn[:, None], axis=0)  # [BLOCK_V]
+        S = S + kn[:, None] * ((v - kv) * beta)[None, :]
+        o = tl.sum(S * qn[:, None], axis=0)
         tl.store(o_ptr + bi * s_ob + t * s_ot + hv * s_oh + offs_v, o.to(o_ptr.dtype.element_ty), mask=mv)
     tl.store(ptrs, S, mask=m2)
 
@@ -205,14 +191,13 @@ def gdn_conv(x: torch.Tensor, state: torch.Tensor, w: torch.Tensor) -> torch.Ten
     return out if x.dim() == 3 else out[:, 0]
 
 
-def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state, *, block_v: int | None = None, num_warps: int | None = None,
-                   one_pass: bool | None = None):
+def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state, *, block_v: int | None = None, num_warps: int | None = None):
     """The gated delta rule for one token per sequence — q, k [B, Hk, Dk]; v [B, Hv, Dv] (Hv a multiple of Hk);
     b, a [B, Hv] — or for T tokens in order (a prefill: q, k [B, T, Hk, Dk], v [B, T, Hv, Dv], b, a [B, T, Hv]);
     a_log, dt_bias [Hv]; state [B, Hv, Dk, Dv] fp32, contiguous, updated in place -> o like v, in v's dtype.
     Contract as `moelab.ops.gdn.gdn_recurrence_reference`. `block_v` (a power of two): state columns per program,
-    `num_warps` and `one_pass` (the kernel's ONE_PASS form), for benchmarks/bench_gdn.py; None takes
-    $MOELAB_GDN_BLOCK_V, $MOELAB_GDN_WARPS and $MOELAB_GDN_ONE_PASS (A/B switches), else the defaults."""
+    and `num_warps`, for benchmarks/bench_gdn.py; None takes $MOELAB_GDN_BLOCK_V and $MOELAB_GDN_WARPS (A/B
+    switches), else the defaults."""
     check_device(v, "gdn_recurrence: v")
     seq = v.dim() == 4
     if seq:
@@ -249,7 +234,10 @@ def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state, *, block_v: int | None 
         # programs, each streaming 16 KB of state in and out: 8.2 µs a call for 1.3 µs of bandwidth (H100 trace,
         # session 28, h100/trace-decode-…T040820). Narrower blocks on more programs did not shorten it: alone at tp=1,
         # batch 1, 4.49 / 4.41 / 4.86 / 5.57 µs at 32 / 16 / 8 / 4 columns, at batch 8 13.3 / 14.4 / 17.2 / 33.9
-        # (H200, session 29, bench-gdn-…T043938): the call is latency-bound. $MOELAB_GDN_BLOCK_V sets it for an A/B.
+        # (H200, session 29, bench-gdn-…T043938): the call is latency-bound. Fewer warps: 16 columns on 2 warps took
+        # tp=1 batch 1 to 4.01 µs and the tp=4 shard's 2.65 to 2.32, but tp=1 batch 8 13.4 to 16.1 (…T051000), and the
+        # batch-1 step did not move (2.354 against 2.353 ms, ab-chain-…T051111): 32 columns on 4 warps stay.
+        # $MOELAB_GDN_BLOCK_V and $MOELAB_GDN_WARPS set them for an A/B.
         block_v = block_v or env_int("MOELAB_GDN_BLOCK_V", 0) or min(32, next_pow2(DV))
         if block_v & (block_v - 1) or block_v < 1:
             raise ValueError(f"gdn_recurrence: block_v (or $MOELAB_GDN_BLOCK_V) must be a power of two, not {block_v}")
@@ -262,7 +250,6 @@ def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state, *, block_v: int | None 
             q_, k_, v_, b_, a_, a_log, dt_bias, state, o, HV, DK, DV, T, *q_.stride()[:3], *k_.stride()[:3],
             *v_.stride()[:3], *b_.stride()[:2], *a_.stride()[:2], *o.stride()[:3], DK ** 0.5,
             REP=HV // HK, DK_PAD=next_pow2(DK), BLOCK_V=block_v, num_warps=num_warps, PDL=pdl,
-            ONE_PASS=bool(env_int("MOELAB_GDN_ONE_PASS", GDN_ONE_PASS) if one_pass is None else one_pass),
             **({"launch_pdl": True} if pdl else {}))
     return o if seq else o[:, 0]
 
