@@ -1195,6 +1195,13 @@ case "${1:?stage A to G}" in
     # bytes (Qwen3-30B-A3B ~19-21 µs against the shipped 24.5) if the w2 column runs (32-64 B) read at full rate.
     run probe-rows 120 bash -c "cd benchmarks && python probe_rows.py --shapes qwen3,qwen35 --samples 15"
     ;;
+  EL) # session 29: EK's probe_rows lost by 40 % (Qwen3-30B-A3B T=1 32.2-36.8 us against the shipped 22.8). Which part:
+      # each config's rows kernel alone (/alone), and alone reading w2's bytes as contiguous rows (/rows, the
+      # transposed layout). Predicted: /alone ~1-2 us under the layer (the sum kernel); /rows near the shipped time if
+      # the 16-64 B column runs are the cost. And bench_gdn with its torch.compile column (the README's table).
+    run probe-rows 150 bash -c "cd benchmarks && python probe_rows.py --shapes qwen3 --configs 8x4p,16x4p,32x8p,16x4c256 --diagnose --samples 10"
+    run bench-gdn 240 python benchmarks/bench_gdn.py --tp 1,4 --batch 1,8 --block-v "" --samples 15
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -45,7 +45,7 @@ SHAPES = {"qwen3": (128, 2048, 768, 8), "qwen35": (256, 2048, 512, 8), "tiny": (
 
 
 @triton.jit
-def _rows_kernel(x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr, part_ptr, H, I, s_xt, s_w13e, s_w13r, s_w2e, s_w2r,
+def _rows_kernel(x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr, part_ptr, H, I, s_xt, s_w13e, s_w13r, s_w2e, s_w2r, s_w2c,
                  K: tl.constexpr, N_IBLK: tl.constexpr, BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr,
                  BLOCK_H: tl.constexpr, PRELOAD: tl.constexpr):
     """Program (slot s = token·K + j, block of BLOCK_I rows): part[pid, :] = w2[e, :, rows] · act[rows] × weight."""
@@ -58,7 +58,7 @@ def _rows_kernel(x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr, part_ptr, H, I, s_xt, 
     imask = offs_i < I
     w2_base = w2_ptr + e * s_w2e
     offs_h = tl.arange(0, BLOCK_H)
-    w = tl.load(w2_base + offs_h[:, None] * s_w2r + offs_i[None, :], mask=(offs_h < H)[:, None] & imask[None, :],
+    w = tl.load(w2_base + offs_h[:, None] * s_w2r + offs_i[None, :] * s_w2c, mask=(offs_h < H)[:, None] & imask[None, :],
                 other=0.0, eviction_policy="evict_first")  # the first (PRELOAD: the only) chunk, before the GEMV
     act = _swiglu_rows(w13_ptr + e * s_w13e, s_w13r, x_ptr + t * s_xt, offs_i, imask, I, H, BLOCK_I, BLOCK_K)
     act = act.to(x_ptr.dtype.element_ty).to(tl.float32)  # rounded to the activation dtype, as the reference
@@ -67,7 +67,7 @@ def _rows_kernel(x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr, part_ptr, H, I, s_xt, 
     else:
         for h0 in range(0, H, BLOCK_H):
             nh = h0 + BLOCK_H + offs_h  # the next chunk in flight while this one is reduced (all masked after the last)
-            w_next = tl.load(w2_base + nh[:, None] * s_w2r + offs_i[None, :], mask=(nh < H)[:, None] & imask[None, :],
+            w_next = tl.load(w2_base + nh[:, None] * s_w2r + offs_i[None, :] * s_w2c, mask=(nh < H)[:, None] & imask[None, :],
                              other=0.0, eviction_policy="evict_first")
             hh = h0 + offs_h
             tl.store(part_ptr + pid * H + hh, tl.sum(w.to(tl.float32) * act[None, :], axis=1) * rw, mask=hh < H)
@@ -97,8 +97,10 @@ def parse_config(text: str) -> dict:
         raise SystemExit(f"probe_rows: a config is BIxWp or BIxWcN (e.g. 16x8p, 16x4c256), not {text!r}") from None
 
 
-def moe_rows(x, w13, w2, tw, ids, out, cfg: dict, block_k: int = 512):
-    """The probe's layer: the rows kernel, then the sum. x [T, H]; w13 [E, 2I, H]; w2 [E, H, I] -> out [T, H]."""
+def moe_rows(x, w13, w2, tw, ids, out, cfg: dict, block_k: int = 512, *, with_sum: bool = True, w2_rows: bool = False):
+    """The probe's layer: the rows kernel, then the sum. x [T, H]; w13 [E, 2I, H]; w2 [E, H, I] -> out [T, H].
+    Diagnostics (their outputs are not the layer's): with_sum=False times the rows kernel alone; w2_rows reads w2's
+    bytes as the transposed layout would lie, [E, I, H] (each program's BLOCK_I rows of H contiguous values)."""
     T, H = x.shape
     I = w2.shape[2]
     k = ids.shape[1]
@@ -106,10 +108,13 @@ def moe_rows(x, w13, w2, tw, ids, out, cfg: dict, block_k: int = 512):
     n_iblk = cdiv(I, bi)
     part = torch.empty(T * k * n_iblk, H, dtype=torch.float32, device=x.device)
     bh = next_pow2(H) if cfg["PRELOAD"] else cfg["BLOCK_H"]
+    s_w2r, s_w2c = (1, H) if w2_rows else (w2.stride(1), 1)
     _rows_kernel[(T * k * n_iblk,)](x, w13, w2, tw, ids, part, H, I, x.stride(0), w13.stride(0), w13.stride(1),
-                                    w2.stride(0), w2.stride(1), K=k, N_IBLK=n_iblk, BLOCK_I=bi,
+                                    w2.stride(0), s_w2r, s_w2c, K=k, N_IBLK=n_iblk, BLOCK_I=bi,
                                     BLOCK_K=min(block_k, next_pow2(H)), BLOCK_H=bh, PRELOAD=cfg["PRELOAD"],
                                     num_warps=cfg["num_warps"])
+    if not with_sum:
+        return out
     rows = k * n_iblk
     block_r = max(16, min(128, 16384 // next_pow2(rows)))  # [rows, BLOCK_R] fp32 tile of ≤ 16K values
     _rows_sum_kernel[(T, cdiv(H, block_r))](part, out, H, out.stride(0), ROWS=rows, ROWS_PAD=next_pow2(rows),
@@ -123,6 +128,8 @@ def main() -> None:
     ap.add_argument("--configs", default="16x8p,32x8p,16x4p,8x4p,16x4c256,32x4c128,32x8c256")
     ap.add_argument("--block-k", type=int, default=512, help="the gate/up GEMV's chunk of H")
     ap.add_argument("--samples", type=int, default=15)
+    ap.add_argument("--diagnose", action="store_true",
+                    help="also each config's rows kernel alone (/alone) and alone reading w2 as [E, I, H] rows (/rows)")
     ap.add_argument("--device", default="cuda", help="cpu only to smoke-test the script under TRITON_INTERPRET=1")
     a = ap.parse_args()
     configs = {c: parse_config(c) for c in a.configs.split(",") if c}
@@ -145,9 +152,15 @@ def main() -> None:
         ref = ops.get("fused_moe", "eager")(*(t.float() if t.is_floating_point() and t.dim() > 1 else t
                                               for t in sets[0][:5]))
         fns = {"shipped fused_moe": lambda x, w13, w2, tw, ids, out: fused_moe(x, w13, w2, tw, ids, out=out)}
+        diag = {}
         for c, cfg in configs.items():
             fns[c] = (lambda cfg_: lambda x, w13, w2, tw, ids, out: moe_rows(x, w13, w2, tw, ids, out, cfg_,
                                                                              a.block_k))(cfg)
+        if a.diagnose:  # timed only: their outputs are not the layer's
+            for c, cfg in configs.items():
+                for tag, kw in (("alone", dict(with_sum=False)), ("rows", dict(with_sum=False, w2_rows=True))):
+                    diag[f"{c}/{tag}"] = (lambda cfg_, kw_: lambda x, w13, w2, tw, ids, out: moe_rows(
+                        x, w13, w2, tw, ids, out, cfg_, a.block_k, **kw_))(cfg, kw)
         errs = {}
         for c, fn in fns.items():
             got = fn(*sets[0]).float()
@@ -159,10 +172,13 @@ def main() -> None:
             continue
         from sweep_moe import two_pass  # the sweep's two-pass timing (same directory)
 
-        timed = two_pass(fns, sets, a.samples)
+        for c, fn in diag.items():
+            fn(*sets[0])  # compiles and runs (no check: a diagnostic's output is not the layer's)
+            errs[c] = float("nan")
+        timed = two_pass({**fns, **diag}, sets, a.samples)
         for c, (us, iqr, meds) in sorted(timed.items(), key=lambda kv: kv[1][0]):
             results.append(dict(shape=name, config=c, us=us, iqr_us=iqr, passes_us=meds, pct_floor=100 * floor / us,
-                                rel_err=errs[c]))
+                                rel_err=errs[c] if errs[c] == errs[c] else None))  # None: a diagnostic, unchecked
             print(f"{name:7s} {c:18s} {us:7.2f} µs  {100 * floor / us:5.1f} % of {floor:.2f}  (passes "
                   f"{meds[0]:.2f} / {meds[1]:.2f}, rel err {errs[c]:.1e})")
     if os.environ.get("OUT") and results:
