@@ -1199,8 +1199,8 @@ case "${1:?stage A to G}" in
       # each config's rows kernel alone (/alone), and alone reading w2's bytes as contiguous rows (/rows, the
       # transposed layout). Predicted: /alone ~1-2 us under the layer (the sum kernel); /rows near the shipped time if
       # the 16-64 B column runs are the cost. And bench_gdn with its torch.compile column (the README's table).
-    run probe-rows 150 bash -c "cd benchmarks && python probe_rows.py --shapes qwen3 --configs 8x4p,16x4p,32x8p,16x4c256 --diagnose --samples 10"
-    run bench-gdn 240 python benchmarks/bench_gdn.py --tp 1,4 --batch 1,8 --block-v "" --samples 15
+    run probe-rows 100 bash -c "cd benchmarks && python probe_rows.py --shapes qwen3 --configs 8x4p,16x4p,32x8p,16x4c256 --diagnose --samples 10"
+    run bench-gdn 150 python benchmarks/bench_gdn.py --tp 1 --batch 1,8 --block-v "" --samples 15
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
