@@ -1202,6 +1202,15 @@ case "${1:?stage A to G}" in
     run probe-rows 100 bash -c "cd benchmarks && python probe_rows.py --shapes qwen3 --configs 8x4p,16x4p,32x8p,16x4c256 --diagnose --samples 10"
     run bench-gdn 150 python benchmarks/bench_gdn.py --tp 1 --batch 1,8 --block-v "" --samples 15
     ;;
+  EM) # session 29 (prepared, not run): the Gated DeltaNet's conv inside its input projection's launch at decode
+      # (linear(conv=...), MOELAB_GDN_CONV_IN_PROJ): one launch fewer a linear-attention layer, 30 a Qwen3.5 step. The
+      # conv alone is 1.37 us at tp=1 batch 1 (bench-gdn-…T051000); in the H100 chain it advanced the step 2.6 us a
+      # call. Predicted: batch 1 -0.03..-0.06 ms a token (2.30 ms), batch 8 -0.02..-0.05 (6.55); the same tokens
+      # (the epilogue rounds as the conv kernel does).
+    run gpu-tests 200 python -m pytest tests/kernels/test_linear.py tests/engine/test_generate.py -k "conv or gdn" -q -p no:cacheprovider --tb=short -rf
+    run ab-b1 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,ci=MOELAB_GDN_CONV_IN_PROJ
+    run ab-b8 120 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 2 --variants base,ci=MOELAB_GDN_CONV_IN_PROJ
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

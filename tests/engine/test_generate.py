@@ -96,6 +96,29 @@ def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, 
         assert emits and routers
 
 
+@pytest.mark.parametrize("family,batch", [("qwen3_5_moe_text", 1), ("qwen3_next", 2)])
+def test_gdn_conv_inside_the_input_projection(checkpoint, family, batch, monkeypatch):
+    """$MOELAB_GDN_CONV_IN_PROJ=1: at decode the Gated DeltaNet's causal conv runs in its input projection's epilogue
+    (`linear(conv=...)`), not as a launch of its own; the greedy tokens and logits stay transformers'. Counted: every
+    decode step's linear-attention layers launch the GEMV with the conv, and the conv kernel runs only in the prefill."""
+    monkeypatch.setenv("MOELAB_GDN_CONV_IN_PROJ", "1")
+    from moelab.kernels import gdn as gdn_mod, linear as linear_mod
+    convs = _count_launches(monkeypatch, gdn_mod, "_gdn_conv_kernel")
+    fused = _count_launches(monkeypatch, linear_mod, "_linear_kernel", key="CONV")
+    model, folder = checkpoint(family)
+    steps, prompt = 4, torch.randint(0, 128, (batch, 5), generator=torch.Generator().manual_seed(3))
+    ref_prompt, ref_steps, ref_tokens = hf_greedy(model, prompt, steps)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    eng = build(folder, batch=batch, max_len=5 + steps + 1, impl="moelab", device=dev, keep_logits=True)
+    tokens = eng.generate(prompt.to(dev), steps + 1).cpu()
+    assert max(rel_err(g.cpu(), r) for g, r in zip(eng.step_logits, ref_steps)) <= REL_TOL
+    assert torch.equal(tokens, ref_tokens)
+    gdn_layers = eng.cfg.layers - eng.cfg.attention_layers
+    if dev == "cpu":  # (a CUDA graph's replays launch nothing the counters see)
+        assert len(convs) == gdn_layers  # the prefill's, once a layer; none at decode
+        assert fused.count(True) == steps * gdn_layers > 0
+
+
 @pytest.mark.parametrize("chain", [None, 16])
 def test_batch_16_matches_transformers(checkpoint, chain, monkeypatch):
     """Batch 16 with impl="moelab": the census MoE kernel after dense + route, the tensor-core linear, attention at

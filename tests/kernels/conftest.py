@@ -367,6 +367,16 @@ _module, _kernel, _types, _consts, _div16, *_rest = SM90_JOBS["router"]
 SM90_JOBS["router_norm"] = (_module, _kernel, dict(_types, h_ptr="*bf16", res_ptr="*bf16", nw_ptr="*bf16",
                                                    xo_ptr="*bf16", ro_ptr="*bf16", eps="fp32"),
                             dict(_consts, BLOCK_E=1, N_PROG=128, NORM=True, HAS_RES=True), _div16, {"num_warps": 1})
+# The linear kernels' CONV constexprs (session 29), off in the plain jobs above; on in "linear_conv" (the Gated DeltaNet
+# input projection at Qwen3.5-35B-A3B's batch 1 in the chain: whole-K, PDL, 8 rows × 2048) and "linear_dot_conv" (T=8).
+for _name in [n_ for n_ in SM90_JOBS if n_.startswith("linear")]:
+    _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
+    SM90_JOBS[_name] = (_module, _kernel, _types, dict(_consts, CONV=False, CK=2, CK_PAD=2), *_rest)
+for _name, _job in (("linear_conv", "linear_whole_k_qkv_t2"), ("linear_dot_conv", "linear_dot_whole")):
+    _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_job]
+    SM90_JOBS[_name] = (_module, _kernel, dict(_types, cs_ptr="*bf16", cw_ptr="*bf16"),
+                        dict(_consts, CONV=True, CK=4, CK_PAD=4, **({"T": 1, "T_PAD": 1} if _name == "linear_conv"
+                                                                   else {})), *_rest)
 # The grouped GEMMs' OVERLAP constexprs (session 22), off in the plain jobs above.
 for _name in [n_ for n_ in SM90_JOBS if n_.startswith(("moe_gate_up", "moe_down"))]:
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]

@@ -484,3 +484,59 @@ def test_compiles_for_sm90_dot(sm90):
     assert "cp.async" not in ptx[:wait]
     assert ptx.index("griddepcontrol.launch_dependents") > wait
     assert re.search(r"atom\S*acq_rel\S*add", ptx)  # split-K: the last arriver's counter
+
+
+def _conv_inputs(T, C, CK, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    state = torch.randn(T, C, CK - 1, generator=g).to(dtype).to(DEV)
+    cw = (torch.randn(C, CK, generator=g) * 0.5).to(dtype).to(DEV)
+    return state, cw
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("T,N,K,C,cfg", [
+    (1, 37, 64, 20, dict(DOT=False)),                     # the GEMV, C inside a row block
+    (3, 70, 300, 64, dict(DOT=False, BLOCK_N=4, SPLIT_K=2, BLOCK_K=64)),  # split-K: the last arriver convolves
+    (2, 33, 40, 33, dict(DOT=False, BLOCK_N=8)),         # every column convolved
+    (5, 40, 48, 17, dict(DOT=True)),                      # the tensor-core form
+])
+def test_conv_epilogue_is_projection_then_conv(T, N, K, C, cfg, dtype, close):
+    """`linear(conv=...)`: the Gated DeltaNet's input projection and its causal conv in one launch give the reference's
+    projection-then-`gdn_conv` (first C columns convolved, the rest as projected) and advance its state alike, over
+    two steps (the second reads the state the first left)."""
+    if cfg.get("DOT") and dtype == torch.bfloat16 and not CUDA:
+        pytest.skip("bf16 tl.dot: the interpreter has none (fp32 here; bf16 on the GPU)")
+    x, w, _ = make(T, N, K, dtype, seed=T + N)
+    state, cw = _conv_inputs(T, C, 4, dtype, seed=C)
+    s_ref, s_got = state.clone(), state.clone()
+    for step in range(2):
+        x = x.roll(step, dims=-1)
+        want = linear_ops.linear_conv_reference(x, w, s_ref, cw)
+        got = linear(x, w, out=poisoned(T, N, dtype), config=cfg, conv=(s_got, cw))
+        assert not got.isnan().any(), "some outputs were never written"
+        close(got, want)
+        close(s_got, s_ref)
+
+
+def test_conv_epilogue_refuses_bad_states():
+    x, w, _ = make(2, 8, 16, torch.float32)
+    state, cw = _conv_inputs(2, 6, 4, torch.float32, seed=0)
+    for conv, msg in (((state[:1], cw), r"conv's state must be \[T=2, C=6, K-1=3\], got \(1, 6, 3\)"),
+                      ((state, torch.zeros(9, 4, device=DEV)), r"conv's w must be \[C, K\] with C ≤ N=8"),
+                      ((state.to(torch.float16), cw), "conv's state is torch.float16"),
+                      ((state.transpose(1, 2).contiguous().transpose(1, 2), cw), "conv's state must be contiguous"),
+                      ((state,), r"conv must be \(state")):
+        with pytest.raises(ValueError, match=msg):
+            linear(x, w, conv=conv)
+
+
+def test_compiles_for_sm90_with_the_conv_epilogue(sm90):
+    """The conv epilogue (`linear(conv=...)`) compiles for sm_90 in the GEMV's whole-K PDL form at T=1 and in the
+    tensor-core form at T=8 (the interpreter runs it, but only the compiler sees its types and layouts), and the GEMV's
+    weight slice is still requested before griddepcontrol.wait."""
+    for name in ("linear_conv", "linear_dot_conv"):
+        assert "error" not in sm90[name], sm90[name].get("error")
+    ptx = sm90["linear_conv"]["ptx"]
+    wait = ptx.index("griddepcontrol.wait")
+    assert len(re.findall(r"ld\.global\.L1::evict_first", ptx[:wait])) == 16
+    assert "ex2.approx" in ptx[wait:]  # the SiLU's exp, after the wait

@@ -30,7 +30,7 @@ from moelab.engine.cache import KVCache
 from moelab.engine.config import ATTENTION, LINEAR, EngineConfig
 from moelab.kernels import env_int
 from moelab.kernels.router import fused_router_max_t
-from moelab.ops.linear import dense_for
+from moelab.ops.linear import DENSE_MAX_T, dense_for
 
 # The post-attention norm inside the router's launch (`MoE.with_norm`) up to this many rows (and fused_router_max_t()).
 # H200, session 22, benchmarks/ab_chain.py, three rounds: batch 1 2.364 → 2.344 ms a token (ab-chain-…T174526; predicted
@@ -38,6 +38,13 @@ from moelab.ops.linear import dense_for
 # tokens differ from the two launches' (the sum of squares reduces in another layout); in fp32 the engine matches
 # transformers either way (tests/engine/test_generate.py). $MOELAB_NORM_ROUTER_MAX_T (read at each call) overrides it.
 NORM_ROUTER_MAX_T = 1
+
+# The Gated DeltaNet's causal conv inside its input projection's launch at decode (`linear(conv=...)`: the GEMV's
+# epilogue convolves the q/k/v columns and advances the conv window), up to DENSE_MAX_T rows: one launch fewer a
+# linear-attention layer (30 a step at Qwen3.5-35B-A3B). Unmeasured, so off; $MOELAB_GDN_CONV_IN_PROJ=1 (read at each
+# call, so at graph capture) turns it on for an A/B. Predicted (session 29): the conv's ~1.4-2.6 µs a layer in the
+# chain, batch 1 −0.03..−0.06 ms a token.
+GDN_CONV_IN_PROJ = 0
 
 
 def norm_router_max_t() -> int:
@@ -153,15 +160,17 @@ class GatedDeltaNet:
         self.recurrence = ops.get("gdn_recurrence", impl)
         self.norm_gate = ops.get("gdn_norm_gate", impl)
         self.dense = dense_for(impl)
+        self.linear_conv = ops.get("linear_conv", impl) if impl == "moelab" else None
 
-    def _tokens(self, proj: torch.Tensor, cache: KVCache) -> torch.Tensor:
+    def _tokens(self, proj: torch.Tensor, cache: KVCache, convolved: bool = False) -> torch.Tensor:
         """proj [B, W] (one token) or [B, P, W] (a prompt, in order): the input projection -> the gated norm's output
-        [B, (P,) Hv·Dv]; the conv window and the recurrent state advance in the cache."""
+        [B, (P,) Hv·Dv]; the conv window and the recurrent state advance in the cache. `convolved`: proj's q/k/v
+        columns already went through the conv (`linear_conv`), which advanced the window."""
         cfg = self.cfg
         lead, nk, nv, dk, dv = proj.shape[:-1], cfg.linear_key_heads, cfg.linear_value_heads, cfg.linear_key_dim, \
             cfg.linear_value_dim
         qkv, z, b, a = proj.split([cfg.conv_channels, nv * dv, nv, nv], dim=-1)
-        mixed = self.conv(qkv, cache.conv[self.i], self.conv_w)  # [B, (P,) C]
+        mixed = qkv if convolved else self.conv(qkv, cache.conv[self.i], self.conv_w)  # [B, (P,) C]
         q, k, v = mixed.split([nk * dk, nk * dk, nv * dv], dim=-1)
         o = self.recurrence(q.reshape(*lead, nk, dk), k.reshape(*lead, nk, dk), v.reshape(*lead, nv, dv), b, a,
                             self.a_log, self.dt_bias, cache.state[self.i])
@@ -177,6 +186,10 @@ class GatedDeltaNet:
         return F.linear(self._tokens(proj, cache).reshape(batch * P, -1), self.w_out)
 
     def decode(self, x: torch.Tensor, step: DecodeStep, cache: KVCache) -> torch.Tensor:
+        if (self.linear_conv is not None and x.shape[0] <= DENSE_MAX_T
+                and env_int("MOELAB_GDN_CONV_IN_PROJ", GDN_CONV_IN_PROJ)):
+            proj = self.linear_conv(x, self.w_in, cache.conv[self.i], self.conv_w)  # the conv in the GEMV's epilogue
+            return self.dense(self._tokens(proj, cache, convolved=True), self.w_out)
         return self.dense(self._tokens(self.dense(x, self.w_in), cache), self.w_out)
 
 

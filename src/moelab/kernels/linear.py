@@ -105,6 +105,9 @@ def _linear_kernel(
     T: tl.constexpr, T_PAD: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, VEC: tl.constexpr,
     SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, USE_PDL: tl.constexpr,
     WHOLE_K: tl.constexpr,  # each split's K range is one BLOCK_K chunk: all of it is requested before gdc_wait
+    # CONV (`linear(conv=...)`): the conv state [T, C, CK-1], its weight [C, CK], C and strides (`_write_rows`)
+    cs_ptr=None, cw_ptr=None, C=0, s_cb=0, s_cc=0, s_cw=0,
+    CONV: tl.constexpr = False, CK: tl.constexpr = 2, CK_PAD: tl.constexpr = 2,
 ):
     KV: tl.constexpr = BLOCK_K // VEC  # 16-byte vectors per chunk row
     pid_n, split, offs_n, nmask, offs_k, offs_t, k_begin, k_end = _program_tile(N, K, K_CHUNKS, T_PAD, BLOCK_N, BLOCK_K)
@@ -137,14 +140,48 @@ def _linear_kernel(
         tl.extra.cuda.gdc_launch_dependents()
 
     _store_rows(y, offs_t, offs_n, nmask, b_ptr, out_ptr, part_ptr, cnt_ptr, pid_n, split, N, s_ot,
-                T, SPLIT_K, HAS_BIAS)
+                T, SPLIT_K, HAS_BIAS, cs_ptr, cw_ptr, C, s_cb, s_cc, s_cw, CONV, CK, CK_PAD)
+
+
+@triton.jit
+def _write_rows(y, offs_t, offs_n, nmask, omask, b_ptr, out_ptr, s_ot, cs_ptr, cw_ptr, C, s_cb, s_cc, s_cw,
+                HAS_BIAS: tl.constexpr, CONV: tl.constexpr, CK: tl.constexpr, CK_PAD: tl.constexpr):
+    """y [T_PAD, BLOCK_N] fp32, the whole sum → out in its dtype, the bias added first. CONV (`linear(conv=...)`): the
+    output columns below C then pass through the Gated DeltaNet's causal conv + SiLU of one decode token, row t being
+    sequence t: window [state[t, n, :], y[t, n]] in out's dtype (w's), Σ window · w[n, :] in fp32 rounded to it, SiLU
+    in fp32 rounded to it (`moelab.ops.gdn.gdn_conv_reference`'s casts); state[t, n, :] ← the window's last CK − 1.
+    Every (t, n) has one writer (this program), so the state updates in place with no race."""
+    if HAS_BIAS:
+        y += tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)[None, :]
+    y = y.to(out_ptr.dtype.element_ty)
+    if CONV:
+        cmask = omask & (offs_n < C)[None, :]  # [T_PAD, BLOCK_N]: the conv's channels
+        j = tl.arange(0, CK_PAD)[None, None, :]
+        m3 = cmask[:, :, None] & (j < CK - 1)
+        st = cs_ptr + offs_t.to(tl.int64)[:, None, None] * s_cb + offs_n[None, :, None] * s_cc
+        win = tl.load(st + j, mask=m3, other=0.0)  # [T_PAD, BLOCK_N, CK_PAD]: the state, then x at j = CK - 1
+        win = tl.where(j == CK - 1, y[:, :, None], win)
+        wc = tl.load(cw_ptr + offs_n[:, None] * s_cw + tl.arange(0, CK_PAD)[None, :],
+                     mask=(offs_n < C)[:, None] & (tl.arange(0, CK_PAD) < CK)[None, :], other=0.0)  # [BLOCK_N, CK_PAD]
+        acc = tl.sum(win.to(tl.float32) * wc.to(tl.float32)[None, :, :], axis=2).to(out_ptr.dtype.element_ty)
+        act = acc.to(tl.float32)
+        conv = (act / (1.0 + tl.exp(-act))).to(out_ptr.dtype.element_ty)
+        # state[j] ← window[j + 1] (j < CK - 1): the state one further (its lines are in L1 from the load above), x last
+        nxt = tl.load(st + j + 1, mask=cmask[:, :, None] & (j + 1 < CK - 1), other=0.0)
+        tl.debug_barrier()  # every thread's reads of the state precede the writes below
+        tl.store(st + j, tl.where(j == CK - 2, y[:, :, None], nxt), mask=m3)
+        y = tl.where(cmask, conv, y)
+    tl.store(out_ptr + offs_t[:, None] * s_ot + offs_n[None, :], y, mask=omask)
 
 
 @triton.jit
 def _store_rows(y, offs_t, offs_n, nmask, b_ptr, out_ptr, part_ptr, cnt_ptr, pid_n, split, N, s_ot,
-                T: tl.constexpr, SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr):
+                T: tl.constexpr, SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr,
+                cs_ptr=None, cw_ptr=None, C=0, s_cb=0, s_cc=0, s_cw=0,
+                CONV: tl.constexpr = False, CK: tl.constexpr = 2, CK_PAD: tl.constexpr = 2):
     """The epilogue of both kernels: y [T_PAD, BLOCK_N] (fp32, this program's K range) → out, through the split-K
-    partials and the last arriver's ordered sum when SPLIT_K > 1; the bias is added once, by whoever writes out."""
+    partials and the last arriver's ordered sum when SPLIT_K > 1; whoever writes out adds the bias once and, with
+    CONV, applies the conv (`_write_rows`)."""
     omask = (offs_t < T)[:, None] & nmask[None, :]
     if SPLIT_K > 1:
         tl.store(part_ptr + (split * T + offs_t[:, None]) * N + offs_n[None, :], y, mask=omask)
@@ -158,13 +195,11 @@ def _store_rows(y, offs_t, offs_n, nmask, b_ptr, out_ptr, part_ptr, cnt_ptr, pid
                 y += tl.load(part_ptr + (s * T + offs_t[:, None]) * N + offs_n[None, :], mask=omask, other=0.0,
                              cache_modifier=".cg")
             tl.store(cnt_ptr + pid_n, 0)  # all SPLIT_K programs of this block have arrived: ready for the next call
-            if HAS_BIAS:
-                y += tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)[None, :]
-            tl.store(out_ptr + offs_t[:, None] * s_ot + offs_n[None, :], y.to(out_ptr.dtype.element_ty), mask=omask)
+            _write_rows(y, offs_t, offs_n, nmask, omask, b_ptr, out_ptr, s_ot, cs_ptr, cw_ptr, C, s_cb, s_cc, s_cw,
+                        HAS_BIAS, CONV, CK, CK_PAD)
     else:
-        if HAS_BIAS:
-            y += tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)[None, :]
-        tl.store(out_ptr + offs_t[:, None] * s_ot + offs_n[None, :], y.to(out_ptr.dtype.element_ty), mask=omask)
+        _write_rows(y, offs_t, offs_n, nmask, omask, b_ptr, out_ptr, s_ot, cs_ptr, cw_ptr, C, s_cb, s_cc, s_cw,
+                    HAS_BIAS, CONV, CK, CK_PAD)
 
 
 @triton.jit
@@ -175,6 +210,8 @@ def _linear_dot_kernel(
     T: tl.constexpr, T_PAD: tl.constexpr,  # T_PAD ≥ 16: the tensor-core tile's N
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, USE_PDL: tl.constexpr, PREC: tl.constexpr,
+    cs_ptr=None, cw_ptr=None, C=0, s_cb=0, s_cc=0, s_cw=0,  # CONV: as _linear_kernel
+    CONV: tl.constexpr = False, CK: tl.constexpr = 2, CK_PAD: tl.constexpr = 2,
 ):
     """The tensor-core form: acc[BLOCK_N, T_PAD] += W[rows, chunk] · x[:, chunk]ᵀ (tl.dot, fp32 accumulation), tokens
     padded to T_PAD with zeros. Triton pipelines the loads that feed the dot (num_stages chunks in flight, through
@@ -203,7 +240,7 @@ def _linear_dot_kernel(
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
     _store_rows(tl.trans(acc), offs_t, offs_n, nmask, b_ptr, out_ptr, part_ptr, cnt_ptr, pid_n, split, N, s_ot,
-                T, SPLIT_K, HAS_BIAS)
+                T, SPLIT_K, HAS_BIAS, cs_ptr, cw_ptr, C, s_cb, s_cc, s_cw, CONV, CK, CK_PAD)
 
 
 @functools.cache
@@ -312,6 +349,7 @@ def linear(
     out: torch.Tensor | None = None,
     config: dict | None = None,
     use_pdl: bool = False,
+    conv: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """y[T, N] = x[T, K] @ weight[N, K]ᵀ (+ bias[N]) with fp32 accumulation, y in x's dtype. One launch.
 
@@ -326,6 +364,10 @@ def linear(
     form up to `chain_max_t()` rows).
     A split-K launch (SPLIT_K > 1) uses per-device counters: inside a CUDA graph capture it needs one earlier
     eager split-K call on that device, and two split-K calls must not run concurrently on different streams.
+    `conv` = (state [T, C, CK-1], w [C, CK]), both x's dtype with contiguous last dims, C ≤ N, CK ≥ 2: y's first C
+    columns leave as the Gated DeltaNet's causal conv + SiLU of one decode token per row (row t is sequence t), and
+    the state advances in place: the input projection and `gdn_conv` in one launch
+    (`moelab.ops.linear.linear_conv_reference`).
     Raises ValueError naming the argument that is wrong; there is no torch fallback.
     """
     if not isinstance(x, torch.Tensor) or x.dim() != 2:
@@ -358,6 +400,21 @@ def linear(
                              f"expected ({N},) {x.dtype} on {x.device}")
         if bias.stride(0) != 1 and N > 1:
             raise ValueError(f"linear: bias must be contiguous (stride {bias.stride(0)})")
+    if conv is not None:
+        if not (isinstance(conv, tuple) and len(conv) == 2):
+            raise ValueError("linear: conv must be (state [T, C, K-1], w [C, K])")
+        c_state, c_w = conv
+        if c_w.dim() != 2 or c_w.shape[1] < 2 or c_w.shape[0] > N:
+            raise ValueError(f"linear: conv's w must be [C, K] with C ≤ N={N} and K ≥ 2, got {tuple(c_w.shape)}")
+        if tuple(c_state.shape) != (T, c_w.shape[0], c_w.shape[1] - 1):
+            raise ValueError(f"linear: conv's state must be [T={T}, C={c_w.shape[0]}, K-1={c_w.shape[1] - 1}], got "
+                             f"{tuple(c_state.shape)}")
+        for name, t in (("state", c_state), ("w", c_w)):
+            if t.dtype != x.dtype or t.device != x.device:
+                raise ValueError(f"linear: conv's {name} is {t.dtype} on {t.device}; expected x's {x.dtype} on "
+                                 f"{x.device}")
+            if t.stride(-1) != 1:
+                raise ValueError(f"linear: conv's {name} must be contiguous in its last dim")
     if use_pdl and interpreting():
         raise ValueError("linear: use_pdl=True is inline PTX (griddepcontrol): the Triton interpreter cannot run it")
     if use_pdl and _major(x.device) < 9:
@@ -408,15 +465,21 @@ def linear(
     launch = {"launch_pdl": True} if use_pdl else {}
     args = (x, weight, bias if bias is not None else x, out, part, cnt, N, K, k_chunks,
             x.stride(0), weight.stride(0), out.stride(0))
+    conv_kw = {}
+    if conv is not None:
+        c_state, c_w = conv
+        conv_kw = dict(cs_ptr=c_state, cw_ptr=c_w, C=c_w.shape[0], s_cb=c_state.stride(0), s_cc=c_state.stride(1),
+                      s_cw=c_w.stride(0), CONV=True, CK=c_w.shape[1], CK_PAD=next_pow2(c_w.shape[1]))
     if dot:
         _linear_dot_kernel[(n_blk, split)](
             *args, T=T, T_PAD=max(16, next_pow2(T)), BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split,
             HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), PREC=dot_precision(x.dtype, "linear (DOT)"),
-            num_warps=num_warps, num_stages=cfg["num_stages"], **launch,
+            num_warps=num_warps, num_stages=cfg["num_stages"], **conv_kw, **launch,
         )
         return out
     _linear_kernel[(n_blk, split)](
         *args, T=T, T_PAD=next_pow2(T), BLOCK_N=block_n, BLOCK_K=block_k, VEC=vec, SPLIT_K=split,
-        HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), WHOLE_K=k_chunks == 1, num_warps=num_warps, **launch,
+        HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), WHOLE_K=k_chunks == 1, num_warps=num_warps, **conv_kw,
+        **launch,
     )
     return out

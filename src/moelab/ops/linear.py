@@ -24,6 +24,29 @@ def linear_reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor |
     return y.to(x.dtype)
 
 
+def linear_conv_reference(x: torch.Tensor, weight: torch.Tensor, state: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """A Gated DeltaNet layer's input projection and its causal conv of one decode token: `linear_reference`, then
+    `gdn_conv_reference` over the first C = w.shape[0] output columns (state [T, C, K-1] updated in place), the rest
+    as projected. x [T, K], weight [N, K] -> [T, N]."""
+    from moelab.ops.gdn import gdn_conv_reference
+
+    y = linear_reference(x, weight)
+    C = w.shape[0]
+    return torch.cat((gdn_conv_reference(y[:, :C], state, w), y[:, C:]), dim=-1)
+
+
+def _linear_conv_kernel(x, weight, state, w):
+    """moelab's: the decode kernel with the conv in its epilogue, PDL-launched on Hopper (as `dense`)."""
+    return _linear_kernel(x, weight, use_pdl=pdl_supported(x.device), conv=(state, w))
+
+
+ops.register(
+    "linear_conv",
+    linear_conv_reference,
+    _linear_conv_kernel,
+    doc="the Gated DeltaNet input projection with its causal conv (one decode token per row) in one launch",
+)
+
 ops.register(
     "linear",
     linear_reference,
