@@ -143,3 +143,43 @@ def test_router_norm_compiles_for_sm90(sm90):
     wait = ptx.index("griddepcontrol.wait")
     assert ptx.count("ld.global", 0, wait) >= 2  # the router row and the norm weight
     assert "atom.global.gpu.acq_rel" in ptx and "st.global" in ptx
+
+
+@pytest.mark.parametrize("T,E,k", [(1, 128, 8), (3, 60, 4), (8, 256, 8), (2, 7, 7)])
+@pytest.mark.parametrize("scoring", ["softmax", "topk_softmax", "sigmoid"])
+def test_packed_rounds_choose_as_the_two_reductions(T, E, k, scoring, monkeypatch):
+    """$MOELAB_ROUTE_PACKED (one int64 max a round): bitwise the same weights and ids as the max-then-index rounds,
+    in `route` and in the router's last arriver, with ties (repeated logits, +0.0 beside -0.0, every logit equal in
+    one row) and negative logits."""
+    from moelab.kernels.route import route
+
+    g = torch.Generator().manual_seed(T * E + k)
+    logits = torch.randn(T, E, generator=g)
+    logits[0, 1::3] = logits[0, 0]  # a tie of many
+    if T > 1:
+        logits[1] = 0.5
+    if T > 2:
+        logits[2, : E // 2] = -0.0  # equal to +0.0: the lower indices must win
+        logits[2, E // 2:] = 0.0
+    logits = logits.to(DEV)
+    x, w = _case(T, E, 64, torch.float32, 0)
+    kw = dict(correction_bias=torch.randn(E, generator=g).to(DEV) * 0.1) if scoring == "sigmoid" else {}
+    got = {}
+    for packed in ("0", "1"):
+        monkeypatch.setenv("MOELAB_ROUTE_PACKED", packed)
+        got[packed] = (route(logits, k, scoring, True, **kw), router(x, w, k, scoring, True, **kw))
+    for (a_w, a_i), (b_w, b_i) in zip(got["0"], got["1"]):
+        assert torch.equal(a_i, b_i) and torch.equal(a_w, b_w)
+    rw, rids = ops.get("route", "eager")(logits, k, scoring, True, **kw)
+    assert torch.equal(got["1"][0][1].long(), rids.long())  # and the reference's choice, ties to the lower index
+
+
+def test_packed_rounds_compile_for_sm90(sm90):
+    """The PACKED rounds in the router's last arriver (T=1, one warp) compile for sm_90 as 64-bit maxima with no index
+    reduction (no min.s32), and with fewer warp shuffles than the two-reduction rounds (Triton 3.9: 22 against 62)."""
+    import re
+
+    packed, plain = sm90["router_norm_packed"], sm90["router_norm"]
+    assert "error" not in packed, packed.get("error")
+    assert "max.s64" in packed["ptx"] and "min.s32" not in packed["ptx"] and "min.s32" in plain["ptx"]
+    assert len(re.findall(r"shfl\.sync", packed["ptx"])) < len(re.findall(r"shfl\.sync", plain["ptx"]))
