@@ -176,10 +176,9 @@ def test_packed_rounds_choose_as_the_two_reductions(T, E, k, scoring, monkeypatc
 
 def test_packed_rounds_compile_for_sm90(sm90):
     """The PACKED rounds in the router's last arriver (T=1, one warp) compile for sm_90 as 64-bit maxima with no index
-    reduction (no min.s32), and with fewer warp shuffles than the two-reduction rounds (Triton 3.9: 22 against 62)."""
-    import re
-
+    reduction (no min.s32, which the two-reduction rounds have). (Warp shuffles in the PTX: Triton 3.9 22 against 62,
+    Triton 3.6 101 against 61; the packed rounds' two halves of a step are independent, so what shortens is the
+    chain, not the count: the GPU decides, stage EM.)"""
     packed, plain = sm90["router_norm_packed"], sm90["router_norm"]
     assert "error" not in packed, packed.get("error")
     assert "max.s64" in packed["ptx"] and "min.s32" not in packed["ptx"] and "min.s32" in plain["ptx"]
-    assert len(re.findall(r"shfl\.sync", packed["ptx"])) < len(re.findall(r"shfl\.sync", plain["ptx"]))

@@ -71,31 +71,27 @@ def _route_rows(x, offs, valid, bias_ptr, scaling,
         sb = (score + 0.0).to(tl.int32, bitcast=True)
         ordered = tl.where(sb >= 0, sb, sb ^ 0x7FFFFFFF)  # signed-int order = float order
         key = (ordered.to(tl.int64) << 32) | (E_PAD - 1 - offs)[None, :].to(tl.int64)
-        for j in tl.static_range(K):
+    else:
+        work = score
+    for j in tl.static_range(K):
+        if PACKED:
             kmax = tl.max(key, axis=1)
             bi = (E_PAD - 1 - (kmax & 0xFFFFFFFF)).to(tl.int32)
             ob = (kmax >> 32).to(tl.int32)
             best = tl.where(ob >= 0, ob, ob ^ 0x7FFFFFFF).to(tl.float32, bitcast=True)
-            hit = offs[None, :] == bi[:, None]
-            if SCORING == 2:
-                v = tl.sum(tl.where(hit, s, 0.0), axis=1)  # weight = sigmoid without the bias
-            else:
-                v = best
-            vals = tl.where(kk[None, :] == j, v[:, None], vals)
-            ids = tl.where(kk[None, :] == j, bi[:, None], ids)
-            key = tl.where(hit, -9223372036854775807, key)
-    else:
-        work = score
-        for j in tl.static_range(K):
+        else:
             best = tl.max(work, axis=1)
             bi = tl.min(tl.where(work == best[:, None], offs[None, :], E_PAD), axis=1)
-            hit = offs[None, :] == bi[:, None]
-            if SCORING == 2:
-                v = tl.sum(tl.where(hit, s, 0.0), axis=1)  # weight = sigmoid without the bias
-            else:
-                v = best
-            vals = tl.where(kk[None, :] == j, v[:, None], vals)
-            ids = tl.where(kk[None, :] == j, bi[:, None], ids)
+        hit = offs[None, :] == bi[:, None]
+        if SCORING == 2:
+            v = tl.sum(tl.where(hit, s, 0.0), axis=1)  # weight = sigmoid without the bias
+        else:
+            v = best
+        vals = tl.where(kk[None, :] == j, v[:, None], vals)
+        ids = tl.where(kk[None, :] == j, bi[:, None], ids)
+        if PACKED:
+            key = tl.where(hit, -9223372036854775807, key)
+        else:
             work = tl.where(hit, -float("inf"), work)
 
     if SCORING == 1:
@@ -189,8 +185,10 @@ def route(
 
 # `_route_rows`' PACKED rounds (one int64 max a round instead of a max and then an index min in series), in the route
 # kernel and in the router's last arriver, which routes at T=1 on one warp: Qwen3-30B-A3B's 8 rounds are 16 dependent
-# warp reductions, plus the softmax's 2. Predicted (session 29, unmeasured): the router −0.3..−0.6 µs a call, batch 1
-# −0.015..−0.03 ms a token. Off until measured; $MOELAB_ROUTE_PACKED=1 (read at launch) turns it on.
+# warp reductions, plus the softmax's 2; packed, a round's chain is one reduction deep (its sm_90 PTX has 22 warp
+# shuffles against 62 with Triton 3.9, but 101 against 61 with 3.6, the GPU machine's: two per 64-bit step, in
+# parallel). Predicted (session 29, unmeasured): the router −0.3..−0.6 µs a call, batch 1 −0.015..−0.03 ms a token.
+# Off until measured; $MOELAB_ROUTE_PACKED=1 (read at launch) turns it on.
 ROUTE_PACKED = 0
 
 
