@@ -1208,8 +1208,8 @@ case "${1:?stage A to G}" in
       # call. Predicted: batch 1 -0.03..-0.06 ms a token (2.30 ms), batch 8 -0.02..-0.05 (6.55); the same tokens
       # (the epilogue rounds as the conv kernel does).
       # Also the routing rounds as one int64 max each (MOELAB_ROUTE_PACKED): the router's last arriver at T=1 runs 8
-      # rounds of two dependent warp reductions (packed: one deep, though Triton 3.6 emits 101 shuffles against 61). Predicted: the router
-      # 4.1 -> 3.5-3.8 us alone, batch 1 -0.015..-0.03 ms a token (48 or 40 layers); the same tokens.
+      # rounds of two dependent warp reductions (packed: one deep, though Triton 3.6 emits 101 shuffles against 61).
+      # Predicted: the router 4.1 -> 3.5-3.8 us alone, batch 1 -0.015..-0.03 ms a token; the same tokens.
     run gpu-tests 200 python -m pytest tests/kernels/test_linear.py tests/kernels/test_router.py tests/engine/test_generate.py -k "conv or gdn or packed" -q -p no:cacheprovider --tb=short -rf
     run router 60 python benchmarks/sweep_router.py --model qwen3.5-35b-a3b --tokens 1,8 --packed
     run ab-b1 200 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,ci=MOELAB_GDN_CONV_IN_PROJ,rp=MOELAB_ROUTE_PACKED
