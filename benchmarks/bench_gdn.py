@@ -10,7 +10,9 @@ host-launched, its inputs rotated over `timing.sets_for_l2` sets (a step's 30 la
 either). Floor = bytes / read bandwidth, with bytes (napkin math, `kernels/gdn.py`):
   * recurrence: the fp32 state read and written, B·Hv·Dk·Dv·4 B × 2, plus q, k, v in and o out;
   * conv: x in, the conv state read and written, the weights, the output;
-  * gated norm: o and z in, the output.
+  * gated norm: o and z in, the output;
+  * the input projection with the conv (`--ops gdn.in_proj+conv`): its weight, x, y, the conv's state read and
+    written, the conv weight; eager, moelab in two launches (the engine's default) and in one (`linear(conv=...)`).
 Each moelab variant is checked against the reference on a copy of the same inputs (the recurrence updates its state
 in place) before it is timed. `moelab bv<N>` is the recurrence with N state columns a program (`block_v`), `bv<N>w<W>`
 the same on W warps (`--block-v NxW`; 4 otherwise); `moelab` is the shipped form. Results are saved with `timing.save_result("bench-gdn", ...)`.
@@ -22,6 +24,7 @@ import argparse
 import functools
 
 import torch
+import torch.nn.functional as F
 
 from moelab import ops, report, timing
 from moelab.bench import floor_read_gbps
@@ -30,7 +33,9 @@ from moelab.models.spec import load_spec
 from moelab.profile.impls import dims
 
 
-def rel_err(got: torch.Tensor, ref: torch.Tensor) -> float:
+def rel_err(got, ref) -> float:
+    if isinstance(got, tuple):  # the in_proj + conv impls: (convolved columns, the rest)
+        got, ref = torch.cat(got, -1), torch.cat(ref, -1)
     return (torch.linalg.vector_norm(got.double() - ref.double()) / torch.linalg.vector_norm(ref.double())).item()
 
 
@@ -41,14 +46,25 @@ def op_inputs(name: str, d, dev: str):
 
     if name == "gdn.conv":
         return (t(d.B, d.gdn_ch), t(d.B, d.gdn_ch, d.conv - 1), t(d.gdn_ch, d.conv, scale=0.3))
+    if name == "gdn.in_proj+conv":  # x, the input projection's weight [q k v z b a], the conv state and weight
+        return (t(d.B, d.H), t(in_proj_rows(d), d.H, scale=d.H ** -0.5), t(d.B, d.gdn_ch, d.conv - 1),
+                t(d.gdn_ch, d.conv, scale=0.3))
     if name == "gdn.recurrence":
         return (t(d.B, d.nk, d.dk), t(d.B, d.nk, d.dk), t(d.B, d.nv, d.dv), t(d.B, d.nv), t(d.B, d.nv),
                 t(d.nv, scale=0.1), t(d.nv, scale=0.1), t(d.B, d.nv, d.dk, d.dv, scale=0.01, dtype=torch.float32))
     return (t(d.B, d.nv, d.dv), t(d.B, d.nv, d.dv), 1.0 + t(d.dv, scale=0.1), d.eps)
 
 
+def in_proj_rows(d) -> int:
+    return d.gdn_ch + d.nv * d.dv + 2 * d.nv  # q, k, v (convolved), z, b, a
+
+
 def op_bytes(name: str, d) -> int:
-    """What the op must move (napkin math of kernels/gdn.py)."""
+    """What the op must move (napkin math of kernels/gdn.py; the in_proj: its weight, x, y, the conv's state and
+    weight)."""
+    if name == "gdn.in_proj+conv":
+        return (in_proj_rows(d) * d.H + d.B * d.H + d.B * in_proj_rows(d) + d.B * d.gdn_ch * 2 * (d.conv - 1)
+                + d.gdn_ch * d.conv) * 2
     if name == "gdn.conv":
         return d.B * d.gdn_ch * 2 * (1 + 2 * (d.conv - 1) + 1) + d.gdn_ch * d.conv * 2
     if name == "gdn.recurrence":
@@ -69,6 +85,29 @@ def parse_variant(text: str) -> tuple[int, int]:
     return vals
 
 
+def in_proj_conv_impls(C: int) -> dict:
+    """The input projection and the conv of one decode token, three ways, each returning (the C convolved columns, the
+    rest): eager as a user writes it (F.linear, then the conv reference), moelab in two launches (the engine's default:
+    `dense`, then `gdn_conv` on the view) and in one (`moelab 1 launch`: `linear(conv=...)`, $MOELAB_GDN_CONV_IN_PROJ's
+    form)."""
+    from moelab.ops.gdn import gdn_conv_reference
+    from moelab.ops.linear import dense
+
+    def eager(x, w, st, cw):
+        y = F.linear(x, w)
+        return gdn_conv_reference(y[:, :C], st, cw), y[:, C:]
+
+    def two(x, w, st, cw):
+        y = dense(x, w)
+        return gdn.gdn_conv(y[:, :C], st, cw), y[:, C:]
+
+    def one(x, w, st, cw):
+        y = ops.get("linear_conv", "moelab")(x, w, st, cw)
+        return y[:, :C], y[:, C:]
+
+    return {"eager": eager, "moelab": two, "moelab 1 launch": one}  # "moelab": what the engine runs by default
+
+
 def clone(args):
     return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
 
@@ -80,6 +119,9 @@ def main() -> None:
     ap.add_argument("--batch", default="1,8", help="comma-separated batch sizes")
     ap.add_argument("--block-v", default="32,16,8,4",
                     help="the recurrence's variants: state columns a program, optionally xW for W warps (16, 16x2)")
+    ap.add_argument("--ops", default="gdn.conv,gdn.recurrence,gdn.norm_gate,gdn.in_proj+conv",
+                    help="which ops (comma-separated); gdn.in_proj+conv: the input projection with the conv, in two "
+                         "launches and in one")
     ap.add_argument("--samples", type=int, default=25)
     ap.add_argument("--read-gbps", type=float, default=None, help="read bandwidth for the floor (GB/s)")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile column")
@@ -89,6 +131,10 @@ def main() -> None:
     if not spec.linear_value_heads:
         raise SystemExit(f"bench_gdn: {spec.name} has no Gated DeltaNet layers")
     block_vs = [parse_variant(s) for s in a.block_v.split(",") if s]
+    names = [s for s in a.ops.split(",") if s]
+    known = ("gdn.conv", "gdn.recurrence", "gdn.norm_gate", "gdn.in_proj+conv")
+    if not names or any(n not in known for n in names):
+        raise SystemExit(f"bench_gdn: --ops takes some of {', '.join(known)}; got {a.ops!r}")
     if not torch.cuda.is_available():
         raise SystemExit("bench_gdn: needs a CUDA GPU")
     gbps, gbps_source = floor_read_gbps(a.read_gbps)
@@ -96,12 +142,19 @@ def main() -> None:
     for tp in (int(s) for s in a.tp.split(",")):
         for B in (int(s) for s in a.batch.split(",")):
             d = dims(spec, B, 1, tp)
-            for name in ("gdn.conv", "gdn.recurrence", "gdn.norm_gate"):
-                ref = ops.get(name.replace(".", "_"), "eager")
-                impls = {"eager": ref}
-                if not a.no_compile:
-                    impls["compile"] = torch.compile(ref, dynamic=False)
-                impls["moelab"] = ops.get(name.replace(".", "_"), "moelab")
+            for name in names:
+                if name == "gdn.in_proj+conv":
+                    impls = in_proj_conv_impls(d.gdn_ch)
+                    ref = impls["eager"]
+                    if not a.no_compile:
+                        impls = {"eager": ref, "compile": torch.compile(ref, dynamic=False),
+                                 **{k_: v_ for k_, v_ in impls.items() if k_ != "eager"}}
+                else:
+                    ref = ops.get(name.replace(".", "_"), "eager")
+                    impls = {"eager": ref}
+                    if not a.no_compile:
+                        impls["compile"] = torch.compile(ref, dynamic=False)
+                    impls["moelab"] = ops.get(name.replace(".", "_"), "moelab")
                 if name == "gdn.recurrence":
                     for bv, w in block_vs:
                         impls[f"moelab bv{bv}" + (f"w{w}" if w != 4 else "")] = functools.partial(

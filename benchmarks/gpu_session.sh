@@ -1212,6 +1212,7 @@ case "${1:?stage A to G}" in
       # Predicted: the router 4.1 -> 3.5-3.8 us alone, batch 1 -0.015..-0.03 ms a token; the same tokens.
     run gpu-tests 200 python -m pytest tests/kernels/test_linear.py tests/kernels/test_router.py tests/engine/test_generate.py -k "conv or gdn or packed" -q -p no:cacheprovider --tb=short -rf
     run router 60 python benchmarks/sweep_router.py --model qwen3.5-35b-a3b --tokens 1,8 --packed
+    run in-proj-conv 90 python benchmarks/bench_gdn.py --ops gdn.in_proj+conv --tp 1,4 --batch 1,8 --block-v "" --no-compile --samples 15
     run ab-b1 200 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,ci=MOELAB_GDN_CONV_IN_PROJ,rp=MOELAB_ROUTE_PACKED
     run ab-b8 120 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 2 --variants base,ci=MOELAB_GDN_CONV_IN_PROJ
     ;;

@@ -14,7 +14,7 @@ if not torch.cuda.is_available():  # before anything imports triton
     os.environ.setdefault("TRITON_INTERPRET", "1")
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 
-from bench_gdn import clone, op_bytes, op_inputs, parse_variant, rel_err  # noqa: E402
+from bench_gdn import clone, in_proj_conv_impls, op_bytes, op_inputs, parse_variant, rel_err  # noqa: E402
 
 from moelab import ops  # noqa: E402
 from moelab.kernels import gdn  # noqa: E402
@@ -50,3 +50,22 @@ def test_variants_name_columns_and_warps():
     for bad in ("12", "16x3", "x", "8x", "16o"):
         with pytest.raises(SystemExit, match="bench_gdn: --block-v"):
             parse_variant(bad)
+
+
+def test_in_proj_with_the_conv_three_ways_agree():
+    """bench_gdn's gdn.in_proj+conv: eager (F.linear + the conv reference), the engine's two launches and the one-launch
+    epilogue give the same (convolved columns, rest) and leave the same conv state (its newest column is y as each
+    matmul rounds it); its bytes are the weight's plus the small tensors'."""
+    d = dataclasses.replace(dims(load_spec("qwen3.5-35b-a3b"), 2, 1, 4), H=64, nk=2, nv=4, dk=8, dv=8)
+    args = op_inputs("gdn.in_proj+conv", d, DEV)
+    x, w, st, cw = args
+    assert w.shape == (d.gdn_ch + 4 * 8 + 2 * 4, 64) and st.shape == (2, d.gdn_ch, 3)
+    assert op_bytes("gdn.in_proj+conv", d) > w.numel() * 2
+    impls = in_proj_conv_impls(d.gdn_ch)
+    states = {name: st.clone() for name in impls}
+    want = impls["eager"](x, w, states["eager"], cw)
+    for name in ("moelab", "moelab 1 launch"):
+        got = impls[name](x, w, states[name], cw)
+        assert rel_err(got, want) < 2e-2
+        assert rel_err(states[name], states["eager"]) < 2e-2  # (its newest column is y, rounded by each matmul)
+        assert torch.equal(states[name][..., :-1], st[..., 1:])  # the window slid by one
