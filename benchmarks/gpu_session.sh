@@ -1195,11 +1195,13 @@ case "${1:?stage A to G}" in
     # bytes (Qwen3-30B-A3B ~19-21 µs against the shipped 24.5) if the w2 column runs (32-64 B) read at full rate.
     run probe-rows 120 bash -c "cd benchmarks && python probe_rows.py --shapes qwen3,qwen35 --samples 15"
     ;;
-  EL) # session 29: EK's probe_rows lost by 40 % (Qwen3-30B-A3B T=1 32.2-36.8 us against the shipped 22.8). Which part:
+  EL) # session 29: EK's probe_rows lost by 40 % (Qwen3-30B-A3B T=1 32.2-36.8 us against the shipped 22.8), its configs at
+      # 255 registers with spills on Triton 3.6 (1-2 programs an SM). Now configs of 70-126 registers. Which part:
       # each config's rows kernel alone (/alone), and alone reading w2's bytes as contiguous rows (/rows, the
-      # transposed layout). Predicted: /alone ~1-2 us under the layer (the sum kernel); /rows near the shipped time if
-      # the 16-64 B column runs are the cost. And bench_gdn with its torch.compile column (the README's table).
-    run probe-rows 100 bash -c "cd benchmarks && python probe_rows.py --shapes qwen3 --configs 8x4p,16x4p,32x8p,16x4c256 --diagnose --samples 10"
+      # transposed layout). Predicted: the low-register configs 23-27 us (from 32), /alone ~1-2 us under the layer
+      # (the sum kernel), /rows 1-3 us under /alone if the 16-B column runs still cost. And bench_gdn with its
+      # torch.compile column (the README's table).
+    run probe-rows 120 bash -c "cd benchmarks && python probe_rows.py --shapes qwen3,qwen35 --configs 8x4c64k512,8x8c64k512,8x4c256k256,8x8c128k512,16x8c64k128,16x4p --diagnose --samples 10"
     run bench-gdn 150 python benchmarks/bench_gdn.py --tp 1 --batch 1,8 --block-v "" --samples 15
     ;;
   EM) # session 29 (prepared, not run): the Gated DeltaNet's conv inside its input projection's launch at decode

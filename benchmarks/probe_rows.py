@@ -21,9 +21,11 @@ argument set and the weights rotated over three layer copies so the L2 cannot se
 
 Measured (H200, session 29, stage EK, probe-rows-…T0511.json), T=1 without routing: Qwen3-30B-A3B shipped 22.84 µs
 (72.4 % of the floor) against 32.2-36.8 for every config here; Qwen3.5-35B-A3B's experts (no shared expert) 17.11
-against 22.0-28.7. Lost by 40 %, so not built. Not diagnosed: the w2 column runs (16-64 B, I·2 bytes apart) read at
-a fraction of the stream rate, or the second kernel's launch and L2 reads, or both (a next probe: the rows kernel
-alone, and with w2 read in contiguous rows, would tell them apart).
+against 22.0-28.7. Lost by 40 %, so not built. Those configs compile to 255 registers with spills on Triton 3.6
+(ptxas -v, sm_90a, session 29): 1-2 programs an SM, against the shipped phase 1's 96 registers and 5. So they
+starved the memory system, whatever the design is worth. Configs of 56-128 registers without spills: BLOCK_I 8 with
+gate/up chunks of 128-512 and down chunks of 32-256 (8x4c64k512 96, 8x8c64k512 70, 8x4c256k256 93, 8x8c128k512 79;
+16x8c64k128 126). Stage EL times those, and `--diagnose` tells the w2 column reads from the sum kernel.
 """
 
 from __future__ import annotations
@@ -86,15 +88,19 @@ def _rows_sum_kernel(part_ptr, out_ptr, H, s_ot, ROWS: tl.constexpr, ROWS_PAD: t
 
 
 def parse_config(text: str) -> dict:
-    """"16x8p" -> BLOCK_I 16, 8 warps, the whole w2 slice preloaded; "16x4c256" -> chunks of 256 outputs."""
+    """"16x8p" -> BLOCK_I 16, 8 warps, the whole w2 slice preloaded; "16x4c256" -> chunks of 256 outputs; a suffix
+    "kN" sets this config's gate/up chunk of H (BLOCK_K; else --block-k)."""
     try:
-        bi, rest = text.split("x")
+        body, _, bk = text.partition("k")
+        bi, rest = body.split("x")
+        extra = {"BLOCK_K": int(bk)} if bk else {}
         if rest.endswith("p"):
-            return dict(BLOCK_I=int(bi), num_warps=int(rest[:-1]), PRELOAD=True, BLOCK_H=None)
+            return dict(BLOCK_I=int(bi), num_warps=int(rest[:-1]), PRELOAD=True, BLOCK_H=None, **extra)
         w, bh = rest.split("c")
-        return dict(BLOCK_I=int(bi), num_warps=int(w), PRELOAD=False, BLOCK_H=int(bh))
+        return dict(BLOCK_I=int(bi), num_warps=int(w), PRELOAD=False, BLOCK_H=int(bh), **extra)
     except ValueError:
-        raise SystemExit(f"probe_rows: a config is BIxWp or BIxWcN (e.g. 16x8p, 16x4c256), not {text!r}") from None
+        raise SystemExit(f"probe_rows: a config is BIxWp or BIxWcN, optionally ending kN (e.g. 16x8p, 8x4c64k512), "
+                         f"not {text!r}") from None
 
 
 def moe_rows(x, w13, w2, tw, ids, out, cfg: dict, block_k: int = 512, *, with_sum: bool = True, w2_rows: bool = False):
@@ -111,7 +117,8 @@ def moe_rows(x, w13, w2, tw, ids, out, cfg: dict, block_k: int = 512, *, with_su
     s_w2r, s_w2c = (1, H) if w2_rows else (w2.stride(1), 1)
     _rows_kernel[(T * k * n_iblk,)](x, w13, w2, tw, ids, part, H, I, x.stride(0), w13.stride(0), w13.stride(1),
                                     w2.stride(0), s_w2r, s_w2c, K=k, N_IBLK=n_iblk, BLOCK_I=bi,
-                                    BLOCK_K=min(block_k, next_pow2(H)), BLOCK_H=bh, PRELOAD=cfg["PRELOAD"],
+                                    BLOCK_K=min(cfg.get("BLOCK_K", block_k), next_pow2(H)), BLOCK_H=bh,
+                                    PRELOAD=cfg["PRELOAD"],
                                     num_warps=cfg["num_warps"])
     if not with_sum:
         return out
