@@ -378,11 +378,11 @@ SM90_JOBS["router_norm_packed"] = (_module, _kernel, _types, dict(_consts, PACKE
 # input projection at Qwen3.5-35B-A3B's batch 1 in the chain: whole-K, PDL, 8 rows × 2048) and "linear_dot_conv" (T=8).
 for _name in [n_ for n_ in SM90_JOBS if n_.startswith("linear")]:
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
-    SM90_JOBS[_name] = (_module, _kernel, _types, dict(_consts, CONV=False, CK=2, CK_PAD=2), *_rest)
+    SM90_JOBS[_name] = (_module, _kernel, _types, dict(_consts, CONV=False, CK=2), *_rest)
 for _name, _job in (("linear_conv", "linear_whole_k_qkv_t2"), ("linear_dot_conv", "linear_dot_whole")):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_job]
     SM90_JOBS[_name] = (_module, _kernel, dict(_types, cs_ptr="*bf16", cw_ptr="*bf16"),
-                        dict(_consts, CONV=True, CK=4, CK_PAD=4, **({"T": 1, "T_PAD": 1} if _name == "linear_conv"
+                        dict(_consts, CONV=True, CK=4, **({"T": 1, "T_PAD": 1} if _name == "linear_conv"
                                                                    else {})), *_rest)
 # The grouped GEMMs' OVERLAP constexprs (session 22), off in the plain jobs above.
 for _name in [n_ for n_ in SM90_JOBS if n_.startswith(("moe_gate_up", "moe_down"))]:

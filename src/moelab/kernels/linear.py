@@ -107,7 +107,7 @@ def _linear_kernel(
     WHOLE_K: tl.constexpr,  # each split's K range is one BLOCK_K chunk: all of it is requested before gdc_wait
     # CONV (`linear(conv=...)`): the conv state [T, C, CK-1], its weight [C, CK], C and strides (`_write_rows`)
     cs_ptr=None, cw_ptr=None, C=0, s_cb=0, s_cc=0, s_cw=0,
-    CONV: tl.constexpr = False, CK: tl.constexpr = 2, CK_PAD: tl.constexpr = 2,
+    CONV: tl.constexpr = False, CK: tl.constexpr = 2,
 ):
     KV: tl.constexpr = BLOCK_K // VEC  # 16-byte vectors per chunk row
     pid_n, split, offs_n, nmask, offs_k, offs_t, k_begin, k_end = _program_tile(N, K, K_CHUNKS, T_PAD, BLOCK_N, BLOCK_K)
@@ -140,12 +140,12 @@ def _linear_kernel(
         tl.extra.cuda.gdc_launch_dependents()
 
     _store_rows(y, offs_t, offs_n, nmask, b_ptr, out_ptr, part_ptr, cnt_ptr, pid_n, split, N, s_ot,
-                T, SPLIT_K, HAS_BIAS, cs_ptr, cw_ptr, C, s_cb, s_cc, s_cw, CONV, CK, CK_PAD)
+                T, SPLIT_K, HAS_BIAS, cs_ptr, cw_ptr, C, s_cb, s_cc, s_cw, CONV, CK)
 
 
 @triton.jit
 def _write_rows(y, offs_t, offs_n, nmask, omask, b_ptr, out_ptr, s_ot, cs_ptr, cw_ptr, C, s_cb, s_cc, s_cw,
-                HAS_BIAS: tl.constexpr, CONV: tl.constexpr, CK: tl.constexpr, CK_PAD: tl.constexpr):
+                HAS_BIAS: tl.constexpr, CONV: tl.constexpr, CK: tl.constexpr):
     """y [T_PAD, BLOCK_N] fp32, the whole sum → out in its dtype, the bias added first. CONV (`linear(conv=...)`): the
     output columns below C then pass through the Gated DeltaNet's causal conv + SiLU of one decode token, row t being
     sequence t: window [state[t, n, :], y[t, n]] in out's dtype (w's), Σ window · w[n, :] in fp32 rounded to it, SiLU
@@ -155,21 +155,25 @@ def _write_rows(y, offs_t, offs_n, nmask, omask, b_ptr, out_ptr, s_ot, cs_ptr, c
         y += tl.load(b_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)[None, :]
     y = y.to(out_ptr.dtype.element_ty)
     if CONV:
-        cmask = omask & (offs_n < C)[None, :]  # [T_PAD, BLOCK_N]: the conv's channels
-        j = tl.arange(0, CK_PAD)[None, None, :]
-        m3 = cmask[:, :, None] & (j < CK - 1)
-        st = cs_ptr + offs_t.to(tl.int64)[:, None, None] * s_cb + offs_n[None, :, None] * s_cc
-        win = tl.load(st + j, mask=m3, other=0.0)  # [T_PAD, BLOCK_N, CK_PAD]: the state, then x at j = CK - 1
-        win = tl.where(j == CK - 1, y[:, :, None], win)
-        wc = tl.load(cw_ptr + offs_n[:, None] * s_cw + tl.arange(0, CK_PAD)[None, :],
-                     mask=(offs_n < C)[:, None] & (tl.arange(0, CK_PAD) < CK)[None, :], other=0.0)  # [BLOCK_N, CK_PAD]
-        acc = tl.sum(win.to(tl.float32) * wc.to(tl.float32)[None, :, :], axis=2).to(out_ptr.dtype.element_ty)
-        act = acc.to(tl.float32)
+        # Tap by tap on [T_PAD, BLOCK_N] tiles (a [T_PAD, BLOCK_N, CK] window took the tensor-core kernel from 144 to
+        # 233 registers, Triton 3.6, sm_90): Σ_j window[j]·w[n, j] over the CK − 1 state taps, then x's. A replicated
+        # element's threads all read each tap before any writes it (the barriers).
+        cmask = omask & (offs_n < C)[None, :]  # the conv's channels
+        st = cs_ptr + offs_t.to(tl.int64)[:, None] * s_cb + offs_n[None, :] * s_cc
+        wrow = cw_ptr + offs_n * s_cw
+        wmask = offs_n < C
+        acc = tl.zeros(y.shape, dtype=tl.float32)
+        prev = tl.load(st, mask=cmask, other=0.0)  # window[0]
+        for j in tl.static_range(CK - 1):
+            acc += prev.to(tl.float32) * tl.load(wrow + j, mask=wmask, other=0.0).to(tl.float32)[None, :]
+            if j < CK - 2:
+                prev = tl.load(st + (j + 1), mask=cmask, other=0.0)  # window[j + 1], before window[j]'s slot is written
+                tl.debug_barrier()  # every thread's read of tap j + 1 precedes the writes of tap j
+                tl.store(st + j, prev, mask=cmask)  # state[j] ← window[j + 1]
+        tl.store(st + (CK - 2), y, mask=cmask)  # state[CK − 2] ← x
+        acc += y.to(tl.float32) * tl.load(wrow + (CK - 1), mask=wmask, other=0.0).to(tl.float32)[None, :]
+        act = acc.to(out_ptr.dtype.element_ty).to(tl.float32)
         conv = (act / (1.0 + tl.exp(-act))).to(out_ptr.dtype.element_ty)
-        # state[j] ← window[j + 1] (j < CK - 1): the state one further (its lines are in L1 from the load above), x last
-        nxt = tl.load(st + j + 1, mask=cmask[:, :, None] & (j + 1 < CK - 1), other=0.0)
-        tl.debug_barrier()  # every thread's reads of the state precede the writes below
-        tl.store(st + j, tl.where(j == CK - 2, y[:, :, None], nxt), mask=m3)
         y = tl.where(cmask, conv, y)
     tl.store(out_ptr + offs_t[:, None] * s_ot + offs_n[None, :], y, mask=omask)
 
@@ -178,7 +182,7 @@ def _write_rows(y, offs_t, offs_n, nmask, omask, b_ptr, out_ptr, s_ot, cs_ptr, c
 def _store_rows(y, offs_t, offs_n, nmask, b_ptr, out_ptr, part_ptr, cnt_ptr, pid_n, split, N, s_ot,
                 T: tl.constexpr, SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr,
                 cs_ptr=None, cw_ptr=None, C=0, s_cb=0, s_cc=0, s_cw=0,
-                CONV: tl.constexpr = False, CK: tl.constexpr = 2, CK_PAD: tl.constexpr = 2):
+                CONV: tl.constexpr = False, CK: tl.constexpr = 2):
     """The epilogue of both kernels: y [T_PAD, BLOCK_N] (fp32, this program's K range) → out, through the split-K
     partials and the last arriver's ordered sum when SPLIT_K > 1; whoever writes out adds the bias once and, with
     CONV, applies the conv (`_write_rows`)."""
@@ -196,10 +200,10 @@ def _store_rows(y, offs_t, offs_n, nmask, b_ptr, out_ptr, part_ptr, cnt_ptr, pid
                              cache_modifier=".cg")
             tl.store(cnt_ptr + pid_n, 0)  # all SPLIT_K programs of this block have arrived: ready for the next call
             _write_rows(y, offs_t, offs_n, nmask, omask, b_ptr, out_ptr, s_ot, cs_ptr, cw_ptr, C, s_cb, s_cc, s_cw,
-                        HAS_BIAS, CONV, CK, CK_PAD)
+                        HAS_BIAS, CONV, CK)
     else:
         _write_rows(y, offs_t, offs_n, nmask, omask, b_ptr, out_ptr, s_ot, cs_ptr, cw_ptr, C, s_cb, s_cc, s_cw,
-                    HAS_BIAS, CONV, CK, CK_PAD)
+                    HAS_BIAS, CONV, CK)
 
 
 @triton.jit
@@ -211,7 +215,7 @@ def _linear_dot_kernel(
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, USE_PDL: tl.constexpr, PREC: tl.constexpr,
     cs_ptr=None, cw_ptr=None, C=0, s_cb=0, s_cc=0, s_cw=0,  # CONV: as _linear_kernel
-    CONV: tl.constexpr = False, CK: tl.constexpr = 2, CK_PAD: tl.constexpr = 2,
+    CONV: tl.constexpr = False, CK: tl.constexpr = 2,
 ):
     """The tensor-core form: acc[BLOCK_N, T_PAD] += W[rows, chunk] · x[:, chunk]ᵀ (tl.dot, fp32 accumulation), tokens
     padded to T_PAD with zeros. Triton pipelines the loads that feed the dot (num_stages chunks in flight, through
@@ -240,7 +244,7 @@ def _linear_dot_kernel(
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
     _store_rows(tl.trans(acc), offs_t, offs_n, nmask, b_ptr, out_ptr, part_ptr, cnt_ptr, pid_n, split, N, s_ot,
-                T, SPLIT_K, HAS_BIAS, cs_ptr, cw_ptr, C, s_cb, s_cc, s_cw, CONV, CK, CK_PAD)
+                T, SPLIT_K, HAS_BIAS, cs_ptr, cw_ptr, C, s_cb, s_cc, s_cw, CONV, CK)
 
 
 @functools.cache
@@ -469,7 +473,7 @@ def linear(
     if conv is not None:
         c_state, c_w = conv
         conv_kw = dict(cs_ptr=c_state, cw_ptr=c_w, C=c_w.shape[0], s_cb=c_state.stride(0), s_cc=c_state.stride(1),
-                      s_cw=c_w.stride(0), CONV=True, CK=c_w.shape[1], CK_PAD=next_pow2(c_w.shape[1]))
+                      s_cw=c_w.stride(0), CONV=True, CK=c_w.shape[1])
     if dot:
         _linear_dot_kernel[(n_blk, split)](
             *args, T=T, T_PAD=max(16, next_pow2(T)), BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split,
