@@ -80,6 +80,9 @@ def main() -> None:
                          "phase compiled alone (MOELAB_PAIRS_TWO=0/1)")
     ap.add_argument("--pairs-two-tiles", action="store_true",
                     help="with --pairs-two: also phase-1 tiles that fit one wave at T=1 (16 × 512, 16 × 256, 32 × 256)")
+    ap.add_argument("--pairs-two-p2", action="store_true",
+                    help="with --pairs-two: also phase-2 tiles of fewer registers (16 × 256, 32 × 128, 16 × 128), as "
+                         "one kernel and as two")
     ap.add_argument("--grouped-overlap", action="store_true",
                     help="--grouped: only the default against OVERLAP (the down GEMM polling each token tile's counter, "
                          "PDL-launched beside gate/up's last wave), its act rows by pointers and by TMA")
@@ -95,8 +98,8 @@ def main() -> None:
     ap.add_argument("--t1", default="all", choices=["all", "dot"],
                     help="decode mode at T=1: all configs, or only the tensor-core form, the pair kernel and cuBLAS")
     a = ap.parse_args()
-    if a.pairs_two_tiles and not a.pairs_two:
-        ap.error("--pairs-two-tiles is a part of --pairs-two: give both")
+    if (a.pairs_two_tiles or a.pairs_two_p2) and not a.pairs_two:
+        ap.error("--pairs-two-tiles and --pairs-two-p2 are parts of --pairs-two: give both")
     try:
         ceil = hardware.ceilings()
     except Exception as e:  # the probe is new: say so and use the datasheet rather than stop the sweep
@@ -247,6 +250,15 @@ def main() -> None:
                         # 32 × 256 (192 at 167) — sm_90, Triton 3.6.
                         grid += [dict(ROUTE="kernel", TWO_ENV=1, BLOCK_I=bi, BLOCK_K=bk)
                                  for bi, bk in ((16, 512), (16, 256), (32, 256))]
+                    if a.pairs_two_p2:
+                        # Prepared in session 29 (regs_sm90.py, Triton 3.6, sm_90a, Qwen3-30B-A3B T=1): phase 2 alone at
+                        # the default 32 × 256 tile is 207 registers (2 programs an SM, and none beside phase 1's until
+                        # those exit); 16 × 256 is 64, 32 × 128 128, 16 × 128 48. As one kernel the phases share the
+                        # larger count (230 at the default), which session 6's tile A/B measured (stage AA: lost);
+                        # as two kernels with these tiles, never. Predicted: two kernels with a light phase 2, T=1
+                        # −1..−2 µs against the default.
+                        grid += [dict(ROUTE="kernel", TWO_ENV=two, BLOCK_H=bh, BLOCK_K2=bk2)
+                                 for two in (1, 0) for bh, bk2 in ((16, 256), (32, 128), (16, 128))]
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.
@@ -305,6 +317,7 @@ def main() -> None:
     os.environ.pop("MOELAB_CHAIN_MAX_T", None)  # --chain set it per config; the grouped sweep runs on the default
     os.environ.pop("MOELAB_CNT_STRIDE", None)  # --cnt-stride likewise
     os.environ.pop("MOELAB_ROUTE_PDL", None)  # --route-pdl likewise
+    os.environ.pop("MOELAB_PAIRS_TWO", None)  # --pairs-two likewise
     for T in [int(t) for t in a.grouped.split(",") if t]:
         results.append(sweep_grouped(T, ceil, a.samples, a.grouped_variants, a.grouped_overlap, a.grouped_half, a.grouped_chunk))
         save(a, ceil, results)
