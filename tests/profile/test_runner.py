@@ -82,6 +82,30 @@ def test_scaled_chain_when_the_model_does_not_fit(fake_meter):
     assert st["impls"]["eager"]["launches"] == 100 + 100 * 2
 
 
+def test_moelab_chain_with_the_conv_in_the_projection(fake_meter, monkeypatch):
+    """MOELAB_GDN_CONV_IN_PROJ=1: the chained step runs `linear_conv` as the engine would (its output still eager's),
+    and says so; the per-op table keeps gdn.conv as a unit of its own."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs the Triton interpreter (on a GPU machine tests/profile/test_gpu.py runs the real chain)")
+    monkeypatch.setenv("MOELAB_GDN_CONV_IN_PROJ", "1")
+    from moelab.kernels import linear as linear_mod
+
+    convs, real = [], linear_mod._linear_kernel
+
+    class Counting:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                convs.append(kwargs.get("CONV", False))
+                return real[grid](*args, **kwargs)
+            return launch
+
+    monkeypatch.setattr(linear_mod, "_linear_kernel", Counting())
+    spec, res = _profile(_tiny_qwen35(), impls=("eager", "moelab"), dtype=torch.float16, batch=1)
+    assert 0.0 < res["step"]["impls"]["moelab"]["rel_err_vs_eager"] < 1e-2
+    assert any(convs) and any("linear_conv" in n for n in res["notes"])
+    assert "gdn.conv" in {r["name"] for r in res["per_ctx"][0]["ops"]}
+
+
 # The fused router up to fused_router_max_t() rows (8); MOELAB_FUSED_ROUTER_MAX_T=1 gives the two-launch form at 2.
 @pytest.mark.parametrize("batch,fused_max,router", [(1, None, "router+topk"), (2, None, "router+topk"),
                                                     (2, "1", "router.topk")])

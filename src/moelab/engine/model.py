@@ -47,6 +47,12 @@ NORM_ROUTER_MAX_T = 1
 GDN_CONV_IN_PROJ = 0
 
 
+def conv_in_proj(rows: int) -> bool:
+    """Whether moelab's decode of `rows` sequences runs the Gated DeltaNet conv inside the input projection's launch
+    (GDN_CONV_IN_PROJ or $MOELAB_GDN_CONV_IN_PROJ, up to DENSE_MAX_T rows); `moelab profile`'s chained step follows it."""
+    return rows <= DENSE_MAX_T and bool(env_int("MOELAB_GDN_CONV_IN_PROJ", GDN_CONV_IN_PROJ))
+
+
 def norm_router_max_t() -> int:
     """The most rows whose post-attention norm runs inside the router's launch: NORM_ROUTER_MAX_T, or
     $MOELAB_NORM_ROUTER_MAX_T (read at each call: an A/B switch), and never beyond fused_router_max_t()."""
@@ -186,8 +192,7 @@ class GatedDeltaNet:
         return F.linear(self._tokens(proj, cache).reshape(batch * P, -1), self.w_out)
 
     def decode(self, x: torch.Tensor, step: DecodeStep, cache: KVCache) -> torch.Tensor:
-        if (self.linear_conv is not None and x.shape[0] <= DENSE_MAX_T
-                and env_int("MOELAB_GDN_CONV_IN_PROJ", GDN_CONV_IN_PROJ)):
+        if self.linear_conv is not None and conv_in_proj(x.shape[0]):
             proj = self.linear_conv(x, self.w_in, cache.conv[self.i], self.conv_w)  # the conv in the GEMV's epilogue
             return self.dense(self._tokens(proj, cache, convolved=True), self.w_out)
         return self.dense(self._tokens(self.dense(x, self.w_in), cache), self.w_out)

@@ -167,6 +167,9 @@ class LayerFns:
         self.gdn_conv = ops.get("gdn_conv", impl)  # Gated DeltaNet: the references, or one launch each
         self.gdn_recurrence = ops.get("gdn_recurrence", impl)
         self.gdn_norm_gate = ops.get("gdn_norm_gate", impl)
+        # moelab's input projection with the conv in its epilogue: the chained step uses it when the engine does
+        # (`engine.model.conv_in_proj`); the per-op table times the two apart.
+        self.linear_conv = ops.get("linear_conv", impl) if impl == "moelab" else None
         self.attn_gate = ops.get("attn_gate", impl)
         if impl == "moelab":
             self._attn = ops.get("decode_attention", "moelab")

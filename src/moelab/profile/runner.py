@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from moelab import timing
-from moelab.engine.model import norm_router_max_t
+from moelab.engine.model import conv_in_proj, norm_router_max_t
 from moelab.errors import UserError
 from moelab.hardware import Ceilings
 from moelab.models import ModelSpec, decode_step_ops
@@ -287,6 +287,11 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
         notes.append(f"moelab's chained step runs the post-attention add + RMSNorm inside the router's launch "
                      f"(add_rmsnorm_router, as the engine does up to {norm_router_max_t()} rows); the per-op table times "
                      f"add_rmsnorm and router+topk as two units")
+    if (with_step and "moelab" in impls and conv_in_proj(batch)
+            and any(spec.layer_types[i] == "linear_attention" for i in range(spec.layers))):
+        notes.append("moelab's chained step runs the Gated DeltaNet conv inside the input projection's launch "
+                     "(linear_conv, as the engine does with MOELAB_GDN_CONV_IN_PROJ=1); the per-op table times "
+                     "gdn.in_proj and gdn.conv as two units")
     notes.append("embedding and sampling run torch in the moelab column too; qkv/o/lm_head, the Gated DeltaNet "
                  "in/out projections and the router's logits beyond the fused router's rows (8; "
                  "MOELAB_FUSED_ROUTER_MAX_T) use moelab's decode kernel up to 16 tokens, cuBLAS beyond")

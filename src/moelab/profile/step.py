@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from moelab.engine.model import norm_router_max_t
+from moelab.engine.model import conv_in_proj, norm_router_max_t
 from moelab.kernels.router import fused_router_max_t
 from moelab.models import ModelSpec
 from moelab.profile.impls import Dims, LayerFns, Rand, swiglu
@@ -129,9 +129,12 @@ class ChainedStep:
 
     def _gdn(self, x: torch.Tensor, w: dict) -> torch.Tensor:
         d = self.d
-        qkv, z, b, a = self.f.dense(x, w["in_proj"]).split(  # q, k, v adjacent: the conv reads the view, as the engine
+        fused = self.f.linear_conv is not None and conv_in_proj(d.B)  # the conv in the projection's launch, as the engine
+        proj = (self.f.linear_conv(x, w["in_proj"], w["conv_state"], w["conv_w"]) if fused
+                else self.f.dense(x, w["in_proj"]))
+        qkv, z, b, a = proj.split(  # q, k, v adjacent: the conv reads the view, as the engine
             [2 * d.nk * d.dk + d.nv * d.dv, d.nv * d.dv, d.nv, d.nv], dim=-1)
-        mixed = self.f.gdn_conv(qkv, w["conv_state"], w["conv_w"])
+        mixed = qkv if fused else self.f.gdn_conv(qkv, w["conv_state"], w["conv_w"])
         q, k, v = mixed.split([d.nk * d.dk, d.nk * d.dk, d.nv * d.dv], dim=-1)
         o = self.f.gdn_recurrence(q.reshape(d.B, d.nk, d.dk), k.reshape(d.B, d.nk, d.dk), v.reshape(d.B, d.nv, d.dv),
                            b, a, w["a_log"], w["dt_bias"], w["state"])
