@@ -10,6 +10,9 @@ its own PTX version). Prints, a line a job: registers a thread, spill bytes, and
 registers fit an SM's 65,536 (occupancy by registers only). `--set JOB K=V` overrides one constexpr of one job
 (repeatable; V is an int, True/False or a string), e.g. `--set moe_pairs BLOCK_H=16`.
 Session 29 used it to find that probe_rows' configs sat at 255 registers and that the conv epilogue added none.
+Pointers are marked 16-byte aligned, integers only where a job lists them: a real launch specialises every integer
+divisible by 16, and that changes the count (the census kernel's "moe_decode" job, integers unmarked, 153-168
+registers; "moe_decode_pdl", marked as a T=8 launch is, 67), so compare jobs specialised alike.
 """
 
 from __future__ import annotations
