@@ -1196,7 +1196,7 @@ case "${1:?stage A to G}" in
     run probe-rows 120 bash -c "cd benchmarks && python probe_rows.py --shapes qwen3,qwen35 --samples 15"
     ;;
   EL) # session 29: EK's probe_rows lost by 40 % (Qwen3-30B-A3B T=1 32.2-36.8 us against the shipped 22.8), its configs at
-      # 255 registers with spills on Triton 3.6 (1-2 programs an SM). Now configs of 70-126 registers. Which part:
+      # 237-255 registers on Triton 3.6, some spilling (1-2 programs an SM). Now configs of 39-121 registers. Which part:
       # each config's rows kernel alone (/alone), and alone reading w2's bytes as contiguous rows (/rows, the
       # transposed layout). Predicted: the low-register configs 23-27 us (from 32), /alone ~1-2 us under the layer
       # (the sum kernel), /rows 1-3 us under /alone if the 16-B column runs still cost. And bench_gdn with its

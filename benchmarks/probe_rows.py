@@ -21,11 +21,11 @@ argument set and the weights rotated over three layer copies so the L2 cannot se
 
 Measured (H200, session 29, stage EK, probe-rows-…T0511.json), T=1 without routing: Qwen3-30B-A3B shipped 22.84 µs
 (72.4 % of the floor) against 32.2-36.8 for every config here; Qwen3.5-35B-A3B's experts (no shared expert) 17.11
-against 22.0-28.7. Lost by 40 %, so not built. Those configs compile to 255 registers with spills on Triton 3.6
-(ptxas -v, sm_90a, session 29): 1-2 programs an SM, against the shipped phase 1's 96 registers and 5. So they
-starved the memory system, whatever the design is worth. Configs of 56-128 registers without spills: BLOCK_I 8 with
-gate/up chunks of 128-512 and down chunks of 32-256 (8x4c64k512 96, 8x8c64k512 70, 8x4c256k256 93, 8x8c128k512 79;
-16x8c64k128 126). Stage EL times those, and `--diagnose` tells the w2 column reads from the sum kernel.
+against 22.0-28.7. Lost by 40 %, so not built. Those configs compile to 237-255 registers on Triton 3.6, three of
+them spilling (ptxas -v, sm_90a, specialised as a Qwen3-30B-A3B launch is; session 29): 1-2 programs an SM, against
+the shipped phase 1's 96 registers and 5. So they starved the memory system, whatever the design is worth. Configs
+of 39-121 registers without spills: 8x4c64k512 121, 8x8c64k512 62, 8x4c256k256 64, 8x8c128k512 64, 16x8c64k128 39.
+Stage EL times those, and `--diagnose` tells the w2 column reads from the sum kernel.
 """
 
 from __future__ import annotations
