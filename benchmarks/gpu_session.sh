@@ -1203,9 +1203,9 @@ case "${1:?stage A to G}" in
       # torch.compile column (the README's table).
     run probe-rows 120 bash -c "cd benchmarks && python probe_rows.py --shapes qwen3,qwen35 --configs 8x4c64k512,8x8c64k512,8x4c256k256,8x8c128k512,16x8c64k128,16x4p --diagnose --samples 10"
     run bench-gdn 150 python benchmarks/bench_gdn.py --tp 1 --batch 1,8 --block-v "" --samples 15
-    # The pair kernel as two kernels with a phase 2 of fewer registers (regs_sm90.py: 207 at the default 32 × 256 tile,
-    # 64 at 16 × 256): predicted T=1 -1..-2 us (sweep_moe.py's comment). With it session 21's phase-1 tiles that fit one
-    # wave at T=1 (--pairs-two-tiles, prepared then, never run).
+    # The pair kernel as two kernels with a phase 2 of fewer registers (ptxas, specialised: 127 at the default 32 × 256
+    # tile, 48 at 16 × 256): predicted T=1 -0.5..-1.5 us (sweep_moe.py's comment). With it session 21's phase-1 tiles
+    # that fit one wave at T=1 (--pairs-two-tiles, prepared then, never run).
     run sweep-two-p2 240 python benchmarks/sweep_moe.py --mode block --shapes qwen3,qwen35 --tokens 1,2,4 --pairs-two --pairs-two-p2 --pairs-two-tiles --samples 10
     ;;
   EM) # session 29 (prepared, not run): the Gated DeltaNet's conv inside its input projection's launch at decode

@@ -251,12 +251,13 @@ def main() -> None:
                         grid += [dict(ROUTE="kernel", TWO_ENV=1, BLOCK_I=bi, BLOCK_K=bk)
                                  for bi, bk in ((16, 512), (16, 256), (32, 256))]
                     if a.pairs_two_p2:
-                        # Prepared in session 29 (regs_sm90.py, Triton 3.6, sm_90a, Qwen3-30B-A3B T=1): phase 2 alone at
-                        # the default 32 × 256 tile is 207 registers (2 programs an SM, and none beside phase 1's until
-                        # those exit); 16 × 256 is 64, 32 × 128 128, 16 × 128 48. As one kernel the phases share the
-                        # larger count (230 at the default), which session 6's tile A/B measured (stage AA: lost);
-                        # as two kernels with these tiles, never. Predicted: two kernels with a light phase 2, T=1
-                        # −1..−2 µs against the default.
+                        # Prepared in session 29 (ptxas -v, Triton 3.6, sm_90a, Qwen3-30B-A3B T=1, every integer argument
+                        # specialised divisible by 16 as a real launch is): phase 1 alone 94 registers (5 programs an
+                        # SM), phase 2 alone at the default 32 × 256 tile 127 (4 an SM; none fits beside 5 of phase 1's,
+                        # and one beside 4), at 16 × 256 and 32 × 128 48, at 16 × 128 32 (2-3 beside 4 of phase 1's).
+                        # As one kernel the phases share the larger count (128 at the default), which session 6's tile
+                        # A/B measured (stage AA: lost); as two kernels with these tiles, never. Predicted: two kernels
+                        # with a light phase 2, T=1 −0.5..−1.5 µs against the default.
                         grid += [dict(ROUTE="kernel", TWO_ENV=two, BLOCK_H=bh, BLOCK_K2=bk2)
                                  for two in (1, 0) for bh, bk2 in ((16, 256), (32, 128), (16, 128))]
                 if a.chain:
