@@ -33,7 +33,9 @@ PAIRS_MAX_T = 4
 # pairs 39.8 against the census's 65.2 µs, T=16 73.6 against 100.3; Qwen3.5 (I=512) T=8 137.4 against 152.4 (the best
 # census tile), T=16 the census ahead (253.5 against 274.4); Qwen3-30B-A3B (I=768) the census ahead at both. (The
 # census with 16-row phase-1 blocks, twice its phase-1 programs at the shard, tied its 32-row ones: 65.8 µs.)
-# Qwen3.5 batch 8 end to end on that H100: 8.74 -> 8.50 ms a token (h100/ab-chain-…T040945). Not yet on an H200.
+# Qwen3.5 batch 8 end to end on that H100: 8.74 -> 8.50 ms a token (h100/ab-chain-…T040945). On the H200 (session 29):
+# `bench moe` at the shard T=8 60.5 -> 35.5 µs (bench-moe-…T044105), Qwen3.5 T=8 113 -> 106 (…T044025); Qwen3.5 batch 8
+# 6.79 -> 6.56 ms a token against MOELAB_PAIRS_MAX_T=4 in one process (ab-chain-…T044623).
 PAIRS_MAX_T_BY_I = ((128, 16), (512, 8))  # (largest I, largest T for the pair kernel); wider: PAIRS_MAX_T
 
 
@@ -44,6 +46,8 @@ def pairs_max_t(I: int) -> int:
     if forced:
         return forced
     return next((t for i_max, t in PAIRS_MAX_T_BY_I if I <= i_max), PAIRS_MAX_T)
+
+
 PATHS = ("pairs", "decode", "grouped")
 
 
