@@ -1222,6 +1222,16 @@ case "${1:?stage A to G}" in
     run ab-b1 200 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,ci=MOELAB_GDN_CONV_IN_PROJ,rp=MOELAB_ROUTE_PACKED
     run ab-b8 120 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 2 --variants base,ci=MOELAB_GDN_CONV_IN_PROJ
     ;;
+  EN) # session 30: phase 1 of the pair kernel persistent (P1_PROGS / MOELAB_PAIRS_P1_PER_SM), walking its blocks slot by
+      # slot so slots become ready in turn and resident phase-2 programs stream ready slots' w2 during phase 1 (EG's
+      # H100 trace: Qwen3.5 T=1 phase 2 advanced 10.8 us after phase 1's 18.4, for ~6 us of bytes). Predicted: Qwen3.5
+      # T=1 -2..-5 us, Qwen3 T=1 -1..-3 against its one kernel; batch 1 -0.05..-0.2 ms a token. With it the conv in the
+      # input projection at batch 1 once more (EM on the H100: -0.02 ms, inside the base's 1 % spread).
+    run gpu-tests 150 python -m pytest tests/kernels/test_moe.py -k "pairs" -q -p no:cacheprovider --tb=short -rf
+    run sweep-persist 200 python benchmarks/sweep_moe.py --mode block --shapes qwen3,qwen35 --tokens 1,2,4 --pairs-two --pairs-persist --samples 10
+    run ab-b1 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,p1=MOELAB_PAIRS_P1_PER_SM:1,p2=MOELAB_PAIRS_P1_PER_SM:2,ci=MOELAB_GDN_CONV_IN_PROJ
+    run ab-q3 120 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,two=MOELAB_PAIRS_TWO:1,p1=MOELAB_PAIRS_TWO:1+MOELAB_PAIRS_P1_PER_SM:1,p2=MOELAB_PAIRS_TWO:1+MOELAB_PAIRS_P1_PER_SM:2
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
