@@ -23,7 +23,6 @@ from moelab.kernels import CHAIN_MAX_T, next_pow2
 from moelab.kernels.moe import fused_moe
 from moelab.kernels.moe_decode import decode_config, moe_decode
 from moelab.kernels.moe_grouped import grouped_config, moe_grouped
-from moelab.kernels.attention import sm_count
 from moelab.kernels.moe_pairs import moe_pairs, pairs_config
 
 SHAPES = {  # E, H, I, k, shared I
@@ -84,9 +83,6 @@ def main() -> None:
     ap.add_argument("--pairs-two-p2", action="store_true",
                     help="with --pairs-two: also phase-2 tiles of fewer registers (16 × 256, 32 × 128, 16 × 128), as "
                          "one kernel and as two")
-    ap.add_argument("--pairs-persist", action="store_true",
-                    help="block mode, with --pairs-two: phase 1 as a persistent kernel of 1-4 programs an SM walking "
-                         "its blocks slot by slot (P1_PROGS), at three phase-1 tiles")
     ap.add_argument("--grouped-overlap", action="store_true",
                     help="--grouped: only the default against OVERLAP (the down GEMM polling each token tile's counter, "
                          "PDL-launched beside gate/up's last wave), its act rows by pointers and by TMA")
@@ -102,7 +98,7 @@ def main() -> None:
     ap.add_argument("--t1", default="all", choices=["all", "dot"],
                     help="decode mode at T=1: all configs, or only the tensor-core form, the pair kernel and cuBLAS")
     a = ap.parse_args()
-    if (a.pairs_two_tiles or a.pairs_two_p2 or a.pairs_persist) and not a.pairs_two:
+    if (a.pairs_two_tiles or a.pairs_two_p2) and not a.pairs_two:
         ap.error("--pairs-two-tiles and --pairs-two-p2 are parts of --pairs-two: give both")
     try:
         ceil = hardware.ceilings()
@@ -264,15 +260,6 @@ def main() -> None:
                         # with a light phase 2, T=1 −0.5..−1.5 µs against the default.
                         grid += [dict(ROUTE="kernel", TWO_ENV=two, BLOCK_H=bh, BLOCK_K2=bk2)
                                  for two in (1, 0) for bh, bk2 in ((16, 256), (32, 128), (16, 128))]
-                    if a.pairs_persist:
-                        # Prepared in session 30 (moe_pairs.PAIRS_P1_PER_SM): phase 1 as N programs an SM walking its
-                        # blocks slot by slot, so slots become ready in turn and the phase-2 programs resident beside
-                        # them stream ready slots' w2 while later slots' gate/up stream. Predicted: Qwen3.5 T=1 −2..−5
-                        # µs (its phase 2 advanced the H100 step 10.8 µs after phase 1 for ~6 µs of bytes), Qwen3 T=1
-                        # −1..−3 against its one kernel; at T=2..4 (more blocks than a wave) smaller.
-                        sms = sm_count(torch.device(a.device))
-                        grid += [dict(ROUTE="kernel", TWO_ENV=1, P1_PROGS=n * sms, BLOCK_I=bi, BLOCK_K=bk)
-                                 for n in (1, 2, 3, 4) for bi, bk in ((8, 1024), (4, 2048), (16, 1024))]
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.

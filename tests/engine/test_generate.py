@@ -96,12 +96,30 @@ def test_moelab_kernels_match_transformers(checkpoint, family, batch, switches, 
         assert emits and routers
 
 
+def test_conv_in_proj_rule(monkeypatch):
+    """The conv in the input projection at one row by default (batch 8 lost on the H100); $MOELAB_GDN_CONV_IN_PROJ sets
+    the most rows (0: never), never beyond DENSE_MAX_T."""
+    from moelab.engine.model import DENSE_MAX_T, conv_in_proj
+    monkeypatch.delenv("MOELAB_GDN_CONV_IN_PROJ", raising=False)
+    assert conv_in_proj(1) and not conv_in_proj(2) and not conv_in_proj(8)
+    monkeypatch.setenv("MOELAB_GDN_CONV_IN_PROJ", "0")
+    assert not conv_in_proj(1)
+    monkeypatch.setenv("MOELAB_GDN_CONV_IN_PROJ", "8")
+    assert conv_in_proj(8) and not conv_in_proj(9)
+    monkeypatch.setenv("MOELAB_GDN_CONV_IN_PROJ", str(10 * DENSE_MAX_T))
+    assert not conv_in_proj(DENSE_MAX_T + 1)
+
+
 @pytest.mark.parametrize("family,batch", [("qwen3_5_moe_text", 1), ("qwen3_next", 2)])
 def test_gdn_conv_inside_the_input_projection(checkpoint, family, batch, monkeypatch):
-    """$MOELAB_GDN_CONV_IN_PROJ=1: at decode the Gated DeltaNet's causal conv runs in its input projection's epilogue
-    (`linear(conv=...)`), not as a launch of its own; the greedy tokens and logits stay transformers'. Counted: every
-    decode step's linear-attention layers launch the GEMV with the conv, and the conv kernel runs only in the prefill."""
-    monkeypatch.setenv("MOELAB_GDN_CONV_IN_PROJ", "1")
+    """At decode of up to GDN_CONV_IN_PROJ_MAX_T rows (1; $MOELAB_GDN_CONV_IN_PROJ, rows, for batch 2 here) the Gated
+    DeltaNet's causal conv runs in its input projection's epilogue (`linear(conv=...)`), not as a launch of its own;
+    the greedy tokens and logits stay transformers'. Counted: every decode step's linear-attention layers launch the
+    GEMV with the conv, and the conv kernel runs only in the prefill."""
+    if batch == 1:
+        monkeypatch.delenv("MOELAB_GDN_CONV_IN_PROJ", raising=False)  # the default
+    else:
+        monkeypatch.setenv("MOELAB_GDN_CONV_IN_PROJ", str(batch))
     from moelab.kernels import gdn as gdn_mod, linear as linear_mod
     convs = _count_launches(monkeypatch, gdn_mod, "_gdn_conv_kernel")
     fused = _count_launches(monkeypatch, linear_mod, "_linear_kernel", key="CONV")

@@ -709,31 +709,6 @@ def test_pairs_in_two_launches_give_the_one_launch_output_bitwise(shared, monkey
     assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
 
 
-@pytest.mark.parametrize("shared", [False, True])
-def test_pairs_persistent_phase1_gives_the_same_output_bitwise(shared, monkeypatch):
-    """Phase 1 as P1_PROGS programs walking its blocks slot by slot (`N1P`; counts that divide the blocks, that do not,
-    and one program) computes each block as the one-block-a-program launch does: bitwise its output, at T=1 and T=2,
-    counters zero after it; MOELAB_PAIRS_P1_PER_SM (programs an SM) takes the same path."""
-    from moelab.kernels import counters
-    from moelab.kernels.moe_pairs import moe_pairs
-    monkeypatch.setenv("MOELAB_PAIRS_TWO", "1")
-    cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
-    for T in (1, 2):
-        x, w13, w2, w, ids, sh = make(T, 16, 96, 48, 4, torch.float16 if DEV == "cpu" else torch.bfloat16, seed=7 + T,
-                                      shared=(40, True) if shared else None)
-        a = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, 96, x.dtype), config=cfg)
-        n1 = (T * 4 + (T if shared else 0)) * 6  # slots × row blocks of 8 (I=48)
-        for p1 in (1, 5, n1 // 2, n1 - 1):
-            b = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, 96, x.dtype), config=dict(cfg, P1_PROGS=p1))
-            assert torch.equal(a, b), (T, p1)
-            assert int(counters(x.device, 1, "moe").abs().sum()) == 0
-        monkeypatch.setenv("MOELAB_PAIRS_P1_PER_SM", "1")
-        b = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, 96, x.dtype), config=cfg)
-        monkeypatch.delenv("MOELAB_PAIRS_P1_PER_SM")
-        assert torch.equal(a, b)
-        assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
-
-
 def test_pairs_runs_two_kernels_from_two_tokens(monkeypatch):
     """The default: one kernel at T=1, two from PAIRS_TWO_MIN_T (counted launches), and two at T=1 with a shared expert
     wider than 128 (`pairs_two`); MOELAB_PAIRS_TWO overrides it."""

@@ -83,11 +83,11 @@ def test_scaled_chain_when_the_model_does_not_fit(fake_meter):
 
 
 def test_moelab_chain_with_the_conv_in_the_projection(fake_meter, monkeypatch):
-    """MOELAB_GDN_CONV_IN_PROJ=1: the chained step runs `linear_conv` as the engine would (its output still eager's),
-    and says so; the per-op table keeps gdn.conv as a unit of its own."""
+    """At batch 1 (GDN_CONV_IN_PROJ_MAX_T, the default) the chained step runs `linear_conv` as the engine does (its
+    output still eager's), and says so; the per-op table keeps gdn.conv as a unit of its own."""
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("needs the Triton interpreter (on a GPU machine tests/profile/test_gpu.py runs the real chain)")
-    monkeypatch.setenv("MOELAB_GDN_CONV_IN_PROJ", "1")
+    monkeypatch.delenv("MOELAB_GDN_CONV_IN_PROJ", raising=False)
     from moelab.kernels import linear as linear_mod
 
     convs, real = [], linear_mod._linear_kernel

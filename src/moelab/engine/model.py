@@ -40,17 +40,21 @@ from moelab.ops.linear import DENSE_MAX_T, dense_for
 NORM_ROUTER_MAX_T = 1
 
 # The Gated DeltaNet's causal conv inside its input projection's launch at decode (`linear(conv=...)`: the GEMV's
-# epilogue convolves the q/k/v columns and advances the conv window), up to DENSE_MAX_T rows: one launch fewer a
-# linear-attention layer (30 a step at Qwen3.5-35B-A3B). Unmeasured, so off; $MOELAB_GDN_CONV_IN_PROJ=1 (read at each
-# call, so at graph capture) turns it on for an A/B. Predicted (session 29): the conv's ~1.4-2.6 µs a layer in the
-# chain, batch 1 −0.03..−0.06 ms a token.
-GDN_CONV_IN_PROJ = 0
+# epilogue convolves the q/k/v columns and advances the conv window) up to this many rows: one launch fewer a
+# linear-attention layer (30 a step at Qwen3.5-35B-A3B). Predicted (session 29) batch 1 −0.03..−0.06 ms a token.
+# Measured (benchmarks/ab_chain.py, Qwen3.5-35B-A3B, the same greedy tokens): H200 batch 1 2.35 → 2.32 ms (five rounds,
+# against a second base at 2.35 ± 0.01 %, ab-chain-…T070032; three rounds, …T065815, the same); H100 2.85 → 2.83
+# (h100/ab-chain-…T064458). Batch 8 lost on the H100, 8.54 → 8.70 (…T064606: the tensor-core form's epilogue), as did
+# the op alone there (bench_gdn, gdn.in_proj+conv: tp=1 batch 1 20.3 → 18.8 µs, batch 8 24.9 → 29.5). So one row.
+# $MOELAB_GDN_CONV_IN_PROJ (rows; 0 off; read at each call, so at graph capture) overrides it for an A/B.
+GDN_CONV_IN_PROJ_MAX_T = 1
 
 
 def conv_in_proj(rows: int) -> bool:
     """Whether moelab's decode of `rows` sequences runs the Gated DeltaNet conv inside the input projection's launch
-    (GDN_CONV_IN_PROJ or $MOELAB_GDN_CONV_IN_PROJ, up to DENSE_MAX_T rows); `moelab profile`'s chained step follows it."""
-    return rows <= DENSE_MAX_T and bool(env_int("MOELAB_GDN_CONV_IN_PROJ", GDN_CONV_IN_PROJ))
+    (up to GDN_CONV_IN_PROJ_MAX_T or $MOELAB_GDN_CONV_IN_PROJ rows, never beyond DENSE_MAX_T); `moelab profile`'s
+    chained step follows it."""
+    return rows <= min(DENSE_MAX_T, env_int("MOELAB_GDN_CONV_IN_PROJ", GDN_CONV_IN_PROJ_MAX_T))
 
 
 def norm_router_max_t() -> int:

@@ -25,46 +25,7 @@ import triton.language as tl
 
 from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_int, interpreting, next_pow2
 from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, spin_asm
-from moelab.kernels.attention import sm_count
 from moelab.kernels.probe import now_ns, sm_id
-
-
-@triton.jit
-def _pairs_phase1(item, x_ptr, w13_ptr, tid_ptr, sw13_ptr, sgate_ptr, act_ptr, gw_ptr, cnt_ptr,
-                  H, I, IS, E, I_MAX, s_xt, s_w13e, s_w13r,
-                  T: tl.constexpr, K: tl.constexpr, N_IBLK: tl.constexpr, BLOCK_I: tl.constexpr,
-                  BLOCK_K: tl.constexpr, HAS_SHARED: tl.constexpr, SHARED_GATE: tl.constexpr, CS: tl.constexpr):
-    """Phase 1's block `item` (slot item // N_IBLK, row block item % N_IBLK): SiLU(x·gate)·(x·up) for BLOCK_I rows of
-    one slot into act[slot], then release-increment the slot's counter."""
-    P: tl.constexpr = T * K
-    s = item // N_IBLK
-    ib = item % N_IBLK
-    is_shared = s >= P
-    t = tl.where(is_shared, s - P, s // K)
-    e = tl.load(tid_ptr + tl.minimum(s, P - 1))
-    e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
-    I_s = tl.where(is_shared, IS, I)
-    if ib * BLOCK_I < I_s:
-        w_base = tl.where(is_shared, sw13_ptr, w13_ptr + e * s_w13e)  # branch-free: no value-yielding `if`
-        s_row = tl.where(is_shared, H, s_w13r)
-        offs_i = ib * BLOCK_I + tl.arange(0, BLOCK_I)
-        imask = offs_i < I_s
-        act = _swiglu_rows(w_base, s_row, x_ptr + t * s_xt, offs_i, imask, I_s, H, BLOCK_I, BLOCK_K)
-        tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
-        if HAS_SHARED:
-            if is_shared & (ib == 0):  # the shared expert's gate for token t: sigmoid(gate · x[t]), or 1
-                if SHARED_GATE:
-                    gacc = tl.zeros((BLOCK_K,), dtype=tl.float32)
-                    for k0 in range(0, H, BLOCK_K):
-                        offs_g = k0 + tl.arange(0, BLOCK_K)
-                        gm = offs_g < H
-                        gacc += (tl.load(sgate_ptr + offs_g, mask=gm, other=0.0).to(tl.float32)
-                                 * tl.load(x_ptr + t * s_xt + offs_g, mask=gm, other=0.0).to(tl.float32))
-                    tl.store(gw_ptr + t, tl.sigmoid(tl.sum(gacc, axis=0)))
-                else:
-                    tl.store(gw_ptr + t, 1.0)
-        tl.debug_barrier()  # all threads' stores precede the release
-        tl.atomic_add(cnt_ptr + s * CS, 1, sem="release", scope="gpu")
 
 
 @triton.jit
@@ -91,7 +52,6 @@ def _moe_pairs_kernel(
     PHASE: tl.constexpr = 0,  # 0 both phases; 1 or 2 only that phase's code (two kernels from PAIRS_TWO_MIN_T, each
     #                           with the registers of its own phase; phase 2 still polls phase 1's counters)
     PID0=0,  # PHASE 2: the first program's pid (N1)
-    N1P: tl.constexpr = 0,  # PHASE 1: this many programs walk phase 1's N1 blocks (persistent); 0: a block a program
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
@@ -110,40 +70,52 @@ def _moe_pairs_kernel(
     P: tl.constexpr = T * K
     # Phase-major: all phase-1 programs, then all phase-2 programs. (A slot-major order, each slot's phase 2
     # right after its phase 1, measured slower at every shape: docs/worklog.md.)
+    q = tl.maximum(pid - N1, 0)
     if PHASE == 0:
         phase1 = pid < N1
     else:
         phase1: tl.constexpr = PHASE == 1  # the other phase's code is not compiled: its registers are not reserved
+    s = tl.where(phase1, pid // N_IBLK, q // N_HBLK)
+    ib = pid % N_IBLK
+    hb = q % N_HBLK
+    is_shared = s >= P
+    t = tl.where(is_shared, s - P, s // K)
+    if PHASE == 2:
+        # No wait before these (the router ended before this kernel was released, stage DH): read them from L2, the
+        # GPU's point of coherence, never from a line an earlier kernel left in this SM's L1.
+        e = tl.load(tid_ptr + tl.minimum(s, P - 1), cache_modifier=".cg")
+        route_w = tl.load(tw_ptr + tl.minimum(s, P - 1), cache_modifier=".cg").to(tl.float32)
+    else:
+        e = tl.load(tid_ptr + tl.minimum(s, P - 1))
+        route_w = tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32)
+    e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
+    I_s = tl.where(is_shared, IS, I)
+
     if phase1:
-        if N1P > 0:
-            # Persistent phase 1 (two kernels only): N1P programs walk the blocks slot by slot, so the slots become
-            # ready one after another (not all at the end of one wave), and phase-2 programs, resident beside these
-            # from the start, stream a ready slot's down projection while later slots' gate/up still stream.
-            for item in range(pid, N1, N1P):
-                _pairs_phase1(item, x_ptr, w13_ptr, tid_ptr, sw13_ptr, sgate_ptr, act_ptr, gw_ptr, cnt_ptr,
-                              H, I, IS, E, I_MAX, s_xt, s_w13e, s_w13r, T, K, N_IBLK, BLOCK_I, BLOCK_K,
-                              HAS_SHARED, SHARED_GATE, CS)
-        else:
-            _pairs_phase1(pid, x_ptr, w13_ptr, tid_ptr, sw13_ptr, sgate_ptr, act_ptr, gw_ptr, cnt_ptr,
-                          H, I, IS, E, I_MAX, s_xt, s_w13e, s_w13r, T, K, N_IBLK, BLOCK_I, BLOCK_K,
-                          HAS_SHARED, SHARED_GATE, CS)
+        # ---------------- phase 1: SiLU(x·gate)·(x·up) for BLOCK_I rows of one slot ----------------
+        if ib * BLOCK_I < I_s:
+            w_base = tl.where(is_shared, sw13_ptr, w13_ptr + e * s_w13e)  # branch-free: no value-yielding `if`
+            s_row = tl.where(is_shared, H, s_w13r)
+            offs_i = ib * BLOCK_I + tl.arange(0, BLOCK_I)
+            imask = offs_i < I_s
+            act = _swiglu_rows(w_base, s_row, x_ptr + t * s_xt, offs_i, imask, I_s, H, BLOCK_I, BLOCK_K)
+            tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
+            if HAS_SHARED:
+                if is_shared & (ib == 0):  # the shared expert's gate for token t: sigmoid(gate · x[t]), or 1
+                    if SHARED_GATE:
+                        gacc = tl.zeros((BLOCK_K,), dtype=tl.float32)
+                        for k0 in range(0, H, BLOCK_K):
+                            offs_g = k0 + tl.arange(0, BLOCK_K)
+                            gm = offs_g < H
+                            gacc += (tl.load(sgate_ptr + offs_g, mask=gm, other=0.0).to(tl.float32)
+                                     * tl.load(x_ptr + t * s_xt + offs_g, mask=gm, other=0.0).to(tl.float32))
+                        tl.store(gw_ptr + t, tl.sigmoid(tl.sum(gacc, axis=0)))
+                    else:
+                        tl.store(gw_ptr + t, 1.0)
+            tl.debug_barrier()  # all threads' stores precede the release
+            tl.atomic_add(cnt_ptr + s * CS, 1, sem="release", scope="gpu")
     else:
         # ---------------- phase 2: down projection of one slot for BLOCK_H outputs ----------------
-        q = tl.maximum(pid - N1, 0)
-        s = q // N_HBLK
-        hb = q % N_HBLK
-        is_shared = s >= P
-        t = tl.where(is_shared, s - P, s // K)
-        if PHASE == 2:
-            # No wait before these (the router ended before this kernel was released, stage DH): read them from L2,
-            # the GPU's point of coherence, never from a line an earlier kernel left in this SM's L1.
-            e = tl.load(tid_ptr + tl.minimum(s, P - 1), cache_modifier=".cg")
-            route_w = tl.load(tw_ptr + tl.minimum(s, P - 1), cache_modifier=".cg").to(tl.float32)
-        else:
-            e = tl.load(tid_ptr + tl.minimum(s, P - 1))
-            route_w = tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32)
-        e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
-        I_s = tl.where(is_shared, IS, I)
         offs_h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
         hmask = offs_h < H
         w_base = tl.where(is_shared, sw2_ptr, w2_ptr + e * s_w2e)
@@ -209,11 +181,11 @@ def _moe_pairs_kernel(
 # passes within 0.1 µs each time, the one kernel's bimodal, sweep-moe-block-two-tiles-…T1729) while the shard with its
 # shared expert lost again (12.05 → 12.60): so with a shared expert and I > 128, two kernels at T=1 too (`pairs_two`).
 PAIRS_TWO_MIN_T = 2
-# Phase 1 as a persistent kernel of this many programs an SM walking the blocks slot by slot (0: a program a block, one
-# wave at T=1). Prepared in session 30, unmeasured: in the H100 trace of Qwen3.5's batch-1 step (EG) phase 2 advanced
-# the step 10.8 µs after phase 1's 18.4 for 6 µs of bytes: all 576 phase-1 programs are resident at once and finish
-# together, and no phase-2 program (resident only as phase-1 programs exit) has its w2 tile in flight before.
-PAIRS_P1_PER_SM = 0
+# (Phase 1 as a persistent kernel, 1-4 programs an SM walking its blocks slot by slot so that slots become ready in turn
+# and phase-2 programs resident beside them stream ready slots' w2 early, lost: session 30, H200, sweep-moe-block-
+# persist-…T0657, alone at best a tie at T=1-4 (Qwen3 T=1 24.83 against one kernel's 25.11 ± 2.2, Qwen3.5 T=1 22.46
+# against 22.15), in the batch-1 chain 2.35 → 2.49 ms at 2 an SM and 2.70 at 1 (ab-chain-…T065815). Fewer programs
+# hold fewer bytes in flight than the one wave of 576-768.)
 
 
 def pairs_two(T: int, I: int, shared: bool) -> bool:
@@ -278,7 +250,6 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     num_warps = cfg.pop("num_warps")
     spin = spin_asm(cfg.pop("SPIN_SLEEP", 0))
     cs = int(cfg.pop("CS", counter_stride()))
-    p1_progs = int(cfg.pop("P1_PROGS", 0))
     if spin and interpreting():
         raise ValueError("SPIN_SLEEP > 0 is inline PTX: the Triton interpreter cannot run it")
     IS = shared[1].shape[1] if shared is not None else 0
@@ -309,11 +280,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     # $MOELAB_PAIRS_TWO (0 or 1, read at launch) overrides the choice for an A/B. (With `probe`, the timeline probe's
     # stamps, it is always the one kernel.)
     if env_int("MOELAB_PAIRS_TWO", int(pairs_two(T, I, shared is not None))) and probe is None:
-        # Phase 1 persistent (P1_PROGS programs walking its blocks; $MOELAB_PAIRS_P1_PER_SM programs an SM for an A/B):
-        # see the kernel's N1P.
-        p1 = p1_progs or env_int("MOELAB_PAIRS_P1_PER_SM", PAIRS_P1_PER_SM) * sm_count(x.device)
-        p1 = p1 if 0 < p1 < n1 else 0
-        _moe_pairs_kernel[(p1 or n1,)](*args, PHASE=1, PID0=0, N1P=p1, **meta)
+        _moe_pairs_kernel[(n1,)](*args, PHASE=1, PID0=0, **meta)
         _moe_pairs_kernel[(n_slots * n_hblk,)](*args, PHASE=2, PID0=n1, **dict(meta, USE_PDL=False))
         return out
     _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](*args, **meta)

@@ -23,14 +23,12 @@ _SCORING_CODE = {"softmax": 0, "topk_softmax": 1, "sigmoid": 2}
 def _route_rows(x, offs, valid, bias_ptr, scaling,
                 K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
                 SCORING: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
-                N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, PACKED: tl.constexpr = False):
+                N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr):
     """(weights [R, K_PAD] fp32, ids [R, K_PAD] int32) of R tokens from their logits x [R, E_PAD] fp32 (-inf past
     E; offs = arange(E_PAD), valid = offs < E). Every token's rounds run side by side (reductions along axis 1), so
-    R tokens cost about one token's chain of K arg-max rounds.
-    PACKED: a round is one reduction, not two in series (the max, then the lowest index holding it): the max of an
-    int64 key, the score's bits made signed-orderable in the high word (−0.0 first made +0.0, so equal scores stay
-    equal) and E_PAD − 1 − index in the low word, so the largest key is the best score's lowest index. The same
-    choice and the same weights (`ROUTE_PACKED`)."""
+    R tokens cost about one token's chain of K arg-max rounds. (A round as one int64 max of the score's bits above the
+    index, one reduction deep instead of two, chose bitwise the same and lost: the router alone 4.75 → 4.92 µs at
+    Qwen3.5-35B-A3B T=1, batch 1 +0.01 ms, H100, session 30, h100/gpu-session-EM-…; removed.)"""
     kk = tl.arange(0, K_PAD)
     if SCORING == 0:  # softmax, then top-k of the probabilities
         m = tl.max(x, axis=1)
@@ -67,21 +65,10 @@ def _route_rows(x, offs, valid, bias_ptr, scaling,
 
     vals = tl.zeros((x.shape[0], K_PAD), dtype=tl.float32)
     ids = tl.zeros((x.shape[0], K_PAD), dtype=tl.int32)
-    if PACKED:
-        sb = (score + 0.0).to(tl.int32, bitcast=True)
-        ordered = tl.where(sb >= 0, sb, sb ^ 0x7FFFFFFF)  # signed-int order = float order
-        key = (ordered.to(tl.int64) << 32) | (E_PAD - 1 - offs)[None, :].to(tl.int64)
-    else:
-        work = score
+    work = score
     for j in tl.static_range(K):
-        if PACKED:
-            kmax = tl.max(key, axis=1)
-            bi = (E_PAD - 1 - (kmax & 0xFFFFFFFF)).to(tl.int32)
-            ob = (kmax >> 32).to(tl.int32)
-            best = tl.where(ob >= 0, ob, ob ^ 0x7FFFFFFF).to(tl.float32, bitcast=True)
-        else:
-            best = tl.max(work, axis=1)
-            bi = tl.min(tl.where(work == best[:, None], offs[None, :], E_PAD), axis=1)
+        best = tl.max(work, axis=1)
+        bi = tl.min(tl.where(work == best[:, None], offs[None, :], E_PAD), axis=1)
         hit = offs[None, :] == bi[:, None]
         if SCORING == 2:
             v = tl.sum(tl.where(hit, s, 0.0), axis=1)  # weight = sigmoid without the bias
@@ -89,10 +76,7 @@ def _route_rows(x, offs, valid, bias_ptr, scaling,
             v = best
         vals = tl.where(kk[None, :] == j, v[:, None], vals)
         ids = tl.where(kk[None, :] == j, bi[:, None], ids)
-        if PACKED:
-            key = tl.where(hit, -9223372036854775807, key)
-        else:
-            work = tl.where(hit, -float("inf"), work)
+        work = tl.where(hit, -float("inf"), work)
 
     if SCORING == 1:
         vals = tl.where(kk[None, :] < K, vals, -float("inf"))
@@ -116,7 +100,6 @@ def _route_kernel(
     N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr,
     TRIGGER: tl.constexpr = False,  # release a PDL-launched next kernel (the experts) as each program starts
     USE_PDL: tl.constexpr = False,  # launched with PDL: wait for the previous kernel before reading or writing anything
-    PACKED: tl.constexpr = False,  # `_route_rows`' one-reduction rounds (route_packed())
 ):
     if TRIGGER:  # the experts' kernel waits for this one's completion in hardware (gdc_wait) before reading the ids
         tl.extra.cuda.gdc_launch_dependents()
@@ -127,7 +110,7 @@ def _route_kernel(
     valid = offs < E
     x = tl.load(logits_ptr + t * stride_lt + offs[None, :], mask=valid[None, :], other=-float("inf")).to(tl.float32)
     vals, ids = _route_rows(x, offs, valid, bias_ptr, scaling, K, K_PAD, E_PAD, SCORING, RENORM, HAS_BIAS,
-                            N_GROUP, TOPK_GROUP, PACKED)  # one row: [1, K_PAD]
+                            N_GROUP, TOPK_GROUP)  # one row: [1, K_PAD]
     kk = tl.arange(0, K_PAD)[None, :]
     tl.store(w_ptr + t * K + kk, vals, mask=kk < K)
     tl.store(ids_ptr + t * K + kk, ids, mask=kk < K)
@@ -177,23 +160,9 @@ def route(
         # sweep_moe.py --mode block, sweep-moe-block-trigger-…T1818): Qwen3-30B-A3B T=1 26.3 → 25.5 µs, T=2 42.4 → 41.9,
         # T=8 119.9 → 119.2, T=4 a tie; Qwen3.5-35B-A3B T=1 24.2 → 22.9; beyond chain_pdl's rows nothing changes.
         TRIGGER=chain_pdl(router_logits.device, T),
-        USE_PDL=pdl, PACKED=route_packed(), num_warps=1 if e_pad <= 128 else 4,
-        **({"launch_pdl": True} if pdl else {}),
+        USE_PDL=pdl, num_warps=1 if e_pad <= 128 else 4, **({"launch_pdl": True} if pdl else {}),
     )
     return w, ids
-
-
-# `_route_rows`' PACKED rounds (one int64 max a round instead of a max and then an index min in series), in the route
-# kernel and in the router's last arriver, which routes at T=1 on one warp: Qwen3-30B-A3B's 8 rounds are 16 dependent
-# warp reductions, plus the softmax's 2; packed, a round's chain is one reduction deep (its sm_90 PTX has 22 warp
-# shuffles against 62 with Triton 3.9, but 101 against 61 with 3.6, the GPU machine's: two per 64-bit step, in
-# parallel). Predicted (session 29, unmeasured): the router −0.3..−0.6 µs a call, batch 1 −0.015..−0.03 ms a token.
-# Off until measured; $MOELAB_ROUTE_PACKED=1 (read at launch) turns it on.
-ROUTE_PACKED = 0
-
-
-def route_packed() -> bool:
-    return bool(env_int("MOELAB_ROUTE_PACKED", ROUTE_PACKED))
 
 
 # The route kernel PDL-launched in the chain (`kernels.chain_pdl`'s rows): resident and waiting in hardware while the

@@ -290,7 +290,7 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
     if (with_step and "moelab" in impls and conv_in_proj(batch)
             and any(spec.layer_types[i] == "linear_attention" for i in range(spec.layers))):
         notes.append("moelab's chained step runs the Gated DeltaNet conv inside the input projection's launch "
-                     "(linear_conv, as the engine does with MOELAB_GDN_CONV_IN_PROJ=1); the per-op table times "
+                     "(linear_conv, as the engine does at this batch: engine.model.conv_in_proj); the per-op table times "
                      "gdn.in_proj and gdn.conv as two units")
     notes.append("embedding and sampling run torch in the moelab column too; qkv/o/lm_head, the Gated DeltaNet "
                  "in/out projections and the router's logits beyond the fused router's rows (8; "
