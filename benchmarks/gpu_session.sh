@@ -1233,10 +1233,14 @@ case "${1:?stage A to G}" in
     run ab-q3 120 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,two=MOELAB_PAIRS_TWO:1,p1=MOELAB_PAIRS_TWO:1+MOELAB_PAIRS_P1_PER_SM:1,p2=MOELAB_PAIRS_TWO:1+MOELAB_PAIRS_P1_PER_SM:2
     ;;
   EO) # session 30: the conv in the input projection adopted at one row (GDN_CONV_IN_PROJ_MAX_T; EN: 2.35 -> 2.32 ms). The
-      # records the README shows for Qwen3.5 at batch 1 (predicted ~2.27-2.30 ms, from 2.30) and the GPU tests of it.
-    run gpu-tests 200 python -m pytest tests/engine/test_generate.py tests/profile -k "conv or gdn or qwen3_5 or chain" -q -p no:cacheprovider --tb=short -rf
+      # records the README shows for Qwen3.5 (predicted batch 1 ~2.27-2.30 ms, from 2.30) and the GPU tests of it.
+      # First the router at 2-8 rows: EM's H100 sweep had Qwen3.5 T=8 at 8.47 us for the one-launch router (the engine's
+      # form up to FUSED_ROUTER_MAX_T = 8, chosen at Qwen3-30B-A3B in session 9) against 5.93 for dense + route.
+      # Predicted: Qwen3.5 batch 8 -0.04..-0.1 ms a token with MOELAB_FUSED_ROUTER_MAX_T:1 (6.55).
+    run sweep-router 90 bash -c "python benchmarks/sweep_router.py --model qwen3.5-35b-a3b --tokens 2,4,8 --samples 10 && python benchmarks/sweep_router.py --model qwen3-30b-a3b --tokens 4,8 --samples 10"
+    run ab-b8 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 2 --variants base,fr1=MOELAB_FUSED_ROUTER_MAX_T:1,fr4=MOELAB_FUSED_ROUTER_MAX_T:4
+    run gpu-tests 200 python -m pytest tests/engine/test_generate.py -k "conv or gdn or qwen3_5" -q -p no:cacheprovider --tb=short -rf
     run decode-qwen35 150 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1,8 --rows moelab
-    run profile-tp1 150 python -m moelab profile qwen3.5-35b-a3b --ctx 1024 --samples 10 --impl eager,moelab --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
