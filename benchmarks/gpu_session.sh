@@ -16,6 +16,8 @@
 # MOELAB_PAIRS_P2 (lost) are gone; CF's MOELAB_ATTN_CHUNK_TILES too (the exact shares tied).
 # Session 23's DT-DV ran --grouped-persist (the persistent GEMMs, removed in 3d1d70d); --grouped-half now sweeps HALF
 # against the stages.
+# Session 30: EM's MOELAB_ROUTE_PACKED and EN's MOELAB_PAIRS_P1_PER_SM lost and are gone; MOELAB_GDN_CONV_IN_PROJ now
+# gives the most rows (1 by default), so EM's and EN's "ci" variants time the default.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log
@@ -1238,7 +1240,8 @@ case "${1:?stage A to G}" in
       # form up to FUSED_ROUTER_MAX_T = 8, chosen at Qwen3-30B-A3B in session 9) against 5.93 for dense + route.
       # Predicted: Qwen3.5 batch 8 -0.04..-0.1 ms a token with MOELAB_FUSED_ROUTER_MAX_T:1 (6.55).
     run sweep-router 90 bash -c "python benchmarks/sweep_router.py --model qwen3.5-35b-a3b --tokens 2,4,8 --samples 10 && python benchmarks/sweep_router.py --model qwen3-30b-a3b --tokens 4,8 --samples 10"
-    run ab-b8 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 2 --variants base,fr1=MOELAB_FUSED_ROUTER_MAX_T:1,fr4=MOELAB_FUSED_ROUTER_MAX_T:4
+    run ab-b8 120 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 2 --variants base,fr1=MOELAB_FUSED_ROUTER_MAX_T:1
+    run ab-b8-q3 120 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,fr1=MOELAB_FUSED_ROUTER_MAX_T:1
     run gpu-tests 200 python -m pytest tests/engine/test_generate.py -k "conv or gdn or qwen3_5" -q -p no:cacheprovider --tb=short -rf
     run decode-qwen35 150 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1,8 --rows moelab
     ;;
