@@ -143,3 +143,16 @@ def test_router_norm_compiles_for_sm90(sm90):
     wait = ptx.index("griddepcontrol.wait")
     assert ptx.count("ld.global", 0, wait) >= 2  # the router row and the norm weight
     assert "atom.global.gpu.acq_rel" in ptx and "st.global" in ptx
+
+
+def test_fused_router_rows_depend_on_the_experts(monkeypatch):
+    """The one-launch router up to 8 rows for at most 128 experts, one row beyond (dense + route measured faster at
+    E=256 from two rows); MOELAB_FUSED_ROUTER_MAX_T overrides both, never beyond ROUTER_MAX_T."""
+    from moelab.kernels.router import ROUTER_MAX_T, fused_router_max_t
+    monkeypatch.delenv("MOELAB_FUSED_ROUTER_MAX_T", raising=False)
+    assert fused_router_max_t(64) == fused_router_max_t(128) == 8
+    assert fused_router_max_t(256) == fused_router_max_t(512) == 1
+    monkeypatch.setenv("MOELAB_FUSED_ROUTER_MAX_T", "4")
+    assert fused_router_max_t(128) == fused_router_max_t(256) == 4
+    monkeypatch.setenv("MOELAB_FUSED_ROUTER_MAX_T", "64")
+    assert fused_router_max_t(256) == ROUTER_MAX_T

@@ -106,7 +106,7 @@ def test_moelab_chain_with_the_conv_in_the_projection(fake_meter, monkeypatch):
     assert "gdn.conv" in {r["name"] for r in res["per_ctx"][0]["ops"]}
 
 
-# The fused router up to fused_router_max_t() rows (8); MOELAB_FUSED_ROUTER_MAX_T=1 gives the two-launch form at 2.
+# The fused router up to fused_router_max_t(E) rows (8 at the tiny model's E); MOELAB_FUSED_ROUTER_MAX_T=1 gives the two-launch form at 2.
 @pytest.mark.parametrize("batch,fused_max,router", [(1, None, "router+topk"), (2, None, "router+topk"),
                                                     (2, "1", "router.topk")])
 def test_moelab_chain_matches_eager_under_the_interpreter(fake_meter, batch, fused_max, router, monkeypatch):

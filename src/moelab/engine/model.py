@@ -7,7 +7,7 @@ RMSNorm. Tokens travel flat: prefill is [B·P, H] (B prompts of P tokens), decod
 Which code runs where:
   * norms, q/k norm + RoPE, decode attention (at decode one op with the q/k prologue and the KV-cache append),
     router + routing, experts: `ops.get(name, impl)`;
-  * dense projections (qkv, o, lm_head, dense MLPs, the router's logits beyond `fused_router_max_t()` rows, 8):
+  * dense projections (qkv, o, lm_head, dense MLPs, the router's logits beyond `fused_router_max_t(E)` rows, 8 or 1):
     `moelab.ops.linear.dense_for(impl)` — moelab's decode kernel up to 16 rows (the GEMV below 4, its tensor-core
     form from 4; cuBLAS was at 32-48 % of the floor on qkv/o in the H200 profile, docs/worklog.md), cuBLAS above
     and for prefill; plain `F.linear` under impl="eager";
@@ -32,7 +32,7 @@ from moelab.kernels import env_int
 from moelab.kernels.router import fused_router_max_t
 from moelab.ops.linear import DENSE_MAX_T, dense_for
 
-# The post-attention norm inside the router's launch (`MoE.with_norm`) up to this many rows (and fused_router_max_t()).
+# The post-attention norm inside the router's launch (`MoE.with_norm`) up to this many rows (and fused_router_max_t(E)).
 # H200, session 22, benchmarks/ab_chain.py, three rounds: batch 1 2.364 → 2.344 ms a token (ab-chain-…T174526; predicted
 # −0.03..−0.06), batch 8 7.515 → 7.550 (…T174604: lost, each of the 128 router programs normalising 8 rows). The bf16
 # tokens differ from the two launches' (the sum of squares reduces in another layout); in fp32 the engine matches
@@ -57,10 +57,10 @@ def conv_in_proj(rows: int) -> bool:
     return rows <= min(DENSE_MAX_T, env_int("MOELAB_GDN_CONV_IN_PROJ", GDN_CONV_IN_PROJ_MAX_T))
 
 
-def norm_router_max_t() -> int:
+def norm_router_max_t(E: int) -> int:
     """The most rows whose post-attention norm runs inside the router's launch: NORM_ROUTER_MAX_T, or
-    $MOELAB_NORM_ROUTER_MAX_T (read at each call: an A/B switch), and never beyond fused_router_max_t()."""
-    return min(env_int("MOELAB_NORM_ROUTER_MAX_T", NORM_ROUTER_MAX_T), fused_router_max_t())
+    $MOELAB_NORM_ROUTER_MAX_T (read at each call: an A/B switch), and never beyond fused_router_max_t(E)."""
+    return min(env_int("MOELAB_NORM_ROUTER_MAX_T", NORM_ROUTER_MAX_T), fused_router_max_t(E))
 
 
 def prefill_attention_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
@@ -221,8 +221,8 @@ class MoE:
 
     def fuses_norm(self, rows: int) -> bool:
         """Whether the post-attention norm runs inside the router's launch (`with_norm`): moelab's kernels, up to
-        `norm_router_max_t()` rows."""
-        return self.norm_router is not None and rows <= norm_router_max_t()
+        `norm_router_max_t(E)` rows."""
+        return self.norm_router is not None and rows <= norm_router_max_t(self.router.shape[0])
 
     def with_norm(self, h: torch.Tensor, residual: torch.Tensor, norm: torch.Tensor, eps: float):
         """The post-attention add + RMSNorm, the router and the experts: (out, new_residual)."""
@@ -232,8 +232,8 @@ class MoE:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         k, renorm = self.cfg.top_k, self.cfg.norm_topk_prob
-        # Decode and short prompts alike: up to fused_router_max_t() rows the one-launch router (the same routing).
-        if self.fused_router is not None and x.shape[0] <= fused_router_max_t():
+        # Decode and short prompts alike: up to fused_router_max_t(E) rows the one-launch router (the same routing).
+        if self.fused_router is not None and x.shape[0] <= fused_router_max_t(self.router.shape[0]):
             weights, ids = self.fused_router(x, self.router, k, "softmax", renorm)  # [T, k]
         else:
             # Above the fused router's rows: the logits on `dense` (moelab's decode kernel up to DENSE_MAX_T rows, else

@@ -26,19 +26,26 @@ from moelab.kernels.route import _SCORING_CODE, _route_rows
 from moelab.ops.moe import _check_route_args
 
 ROUTER_MAX_T = 16  # decode sizes: the [T, BLOCK_E, BLOCK_H] product is held in registers
-# The engine uses the one-launch router up to `fused_router_max_t()` tokens. When its last arriver routed the tokens
+# The engine uses the one-launch router up to `fused_router_max_t(E)` tokens. When its last arriver routed the tokens
 # one after another, it took 17.7 µs at T=8 against 8.0 for cuBLAS + `route`, while at T=1 it took 4.25 µs against
 # more than 5.6 (H200, benchmarks/sweep_router.py, 2026-12-01 12:03). It now routes every token at once (the rows of
 # one tile, `_route_rows`): at T=8 on 4 warps 6.0 µs against 8.1 for `dense` + `route` alone, and batch 8 7.81 →
 # 7.77 ms per token in the chained step (session 9, gpu-session-AL-…T2338, ab-chain-…T234357; on 1 warp it had
 # lost, 7.97 → 8.24, ab-chain-…T233130). T=2..7 are unmeasured: the fused form won at both measured ends.
-# MOELAB_FUSED_ROUTER_MAX_T stays as the tuning switch (1 gives the two-launch form above T=1).
+# With more than 128 experts the one launch stops at one row (FUSED_ROUTER_MAX_T_WIDE): at Qwen3.5-35B-A3B (E=256) its
+# 256 one-expert programs each re-read x, and alone (sweep_router.py, H100, session 30, gpu-session-EO-…T0726) it took
+# 5.39 / 6.98 / 8.28 µs at T=2 / 4 / 8 against 5.15 / 5.93 / 6.10 for `dense` (moelab's GEMV now, cuBLAS in session
+# 9) + `route`; in the batch-8 chain 8.36 → 8.32 ms a token (ab-chain-…T072421, two rounds; the tokens differ at
+# near-ties of the logits). At Qwen3-30B-A3B (E=128) the batch-8 chain tied (9.71 / 9.72, …T072543): 8 rows stay.
+# MOELAB_FUSED_ROUTER_MAX_T overrides both (1 gives the two-launch form above T=1).
 FUSED_ROUTER_MAX_T = 8
+FUSED_ROUTER_MAX_T_WIDE = 1  # more than 128 experts
 
 
-def fused_router_max_t() -> int:
-    """The largest T the engine routes with the one-launch router (read at launch time: an A/B switch)."""
-    return min(env_int("MOELAB_FUSED_ROUTER_MAX_T", FUSED_ROUTER_MAX_T), ROUTER_MAX_T)
+def fused_router_max_t(E: int) -> int:
+    """The largest T the engine routes `E` experts with the one-launch router (read at launch time: an A/B switch)."""
+    default = FUSED_ROUTER_MAX_T if E <= 128 else FUSED_ROUTER_MAX_T_WIDE
+    return min(env_int("MOELAB_FUSED_ROUTER_MAX_T", default), ROUTER_MAX_T)
 
 
 @triton.jit

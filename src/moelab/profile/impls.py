@@ -10,7 +10,7 @@ Three implementations, side by side (DESIGN.md):
                logits beyond the fused router's rows: the GEMV below 4 rows, tensor cores from 4 to 16, cuBLAS
                beyond). The embedding, greedy sampling and small elementwise ops run torch in this column too,
                and say so. Where the engine runs the post-attention norm inside the router's launch (batch 1:
-               `engine.model.norm_router_max_t()`), the chained step does too; the per-op table times the norm
+               `engine.model.norm_router_max_t(E)`), the chained step does too; the per-op table times the norm
                and the router as the two units they are otherwise.
 Gated DeltaNet ops (hybrid models): eager and compile run the plain-torch references of `moelab.ops.gdn`, moelab
 its kernels (`kernels/gdn.py`, one launch each), as the decode engine does.
@@ -221,7 +221,7 @@ class LayerFns:
 
     def norm_router(self, h, residual, norm_weight, weight):
         """moelab only: the post-attention norm and the router in one launch, as the engine runs them up to
-        `engine.model.norm_router_max_t()` rows (the per-op table times the norm and the router as two units)."""
+        `engine.model.norm_router_max_t(E)` rows (the per-op table times the norm and the router as two units)."""
         return ops.get("add_rmsnorm_router", "moelab")(h, residual, norm_weight, self.d.eps, weight, self.d.k,
                                                       "softmax", self.d.renorm, offset=self.d.offset)
 
@@ -336,12 +336,12 @@ def build_units(spec: ModelSpec, graph: list[Op], d: Dims, device: torch.device,
         elif n in ("add_rmsnorm", "final_norm"):
             add(n, op.group, (n,), {i: f.add_rmsnorm for i, f in fns.items()},
                 lambda i: (r.t(d.B, d.H), r.t(d.B, d.H), 1.0 + 0.1 * r.t(d.H)))
-        elif n == "router" and "router.topk" in by_name and d.B <= fused_router_max_t():
+        elif n == "router" and "router.topk" in by_name and d.B <= fused_router_max_t(d.E):
             # The engine's decode path: logits and routing in one call (moelab: one launch).
             add("router+topk", op.group, ("router", "router.topk"), {i: f.router for i, f in fns.items()},
                 lambda i: (r.t(d.B, d.H), r.w(d.E, d.H)), "eager = cuBLAS GEMV + HF routing; moelab = one launch")
         elif op.kind == "compute" and n in ("qkv_proj", "o_proj", "lm_head", "router", "gdn.in_proj", "gdn.out_proj"):
-            # the engine's `dense` projections (the router's logits too, beyond fused_router_max_t() rows; the Gated
+            # the engine's `dense` projections (the router's logits too, beyond fused_router_max_t(E) rows; the Gated
             # DeltaNet mixer's at decode)
             K, N = op.shapes["K"], op.shapes["N"]
             add(n, op.group, (n,), {i: f.dense for i, f in fns.items()}, lambda i, K=K, N=N: (r.t(d.B, K), r.w(N, K)),

@@ -144,7 +144,7 @@ class ChainedStep:
     def _mlp(self, x: torch.Tensor, w: dict) -> torch.Tensor:
         if not w["moe"]:
             return swiglu(x, w["mlp_w13"], w["mlp_w2"])
-        if x.shape[0] <= fused_router_max_t():  # the engine's decode path
+        if x.shape[0] <= fused_router_max_t(w["router"].shape[0]):  # the engine's decode path
             topk_w, ids = self.f.router(x, w["router"])
         else:
             topk_w, ids = self.f.route(self.f.dense(x, w["router"]))  # as the engine: `dense` for the logits
@@ -153,7 +153,7 @@ class ChainedStep:
     def _run_layer(self, h, residual, w):
         x, residual = self.f.add_rmsnorm(h, residual, w["in_norm"])
         h = self._gdn(x, w) if w["kind"] == "linear_attention" else self._attention(x, w)
-        if self.f.impl == "moelab" and w["moe"] and h.shape[0] <= norm_router_max_t():
+        if self.f.impl == "moelab" and w["moe"] and h.shape[0] <= norm_router_max_t(w["router"].shape[0]):
             # As the engine (MoE.with_norm): the post-attention norm inside the router's launch.
             x, residual, topk_w, ids = self.f.norm_router(h, residual, w["post_norm"], w["router"])
             return self.f.experts(x, w["w13"], w["w2"], topk_w, ids, w["shared"]), residual
