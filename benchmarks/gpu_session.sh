@@ -1245,6 +1245,13 @@ case "${1:?stage A to G}" in
     run gpu-tests 200 python -m pytest tests/engine/test_generate.py -k "conv or gdn or qwen3_5" -q -p no:cacheprovider --tb=short -rf
     run decode-qwen35 150 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1,8 --rows moelab
     ;;
+  EQ) # session 30 (for an H200): the README's Qwen3.5 records after the conv in the input projection (batch 1) and the
+      # router rule (one launch at one row only above 128 experts; batch 8 8.36 -> 8.32 ms on the H100), that rule's
+      # A/B on the H200 (fr8 = the earlier 8 rows), and the tp=1 profile the README shows.
+    run ab-b8 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 3 --variants base,fr8=MOELAB_FUSED_ROUTER_MAX_T:8
+    run decode-qwen35 150 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1,8 --rows moelab
+    run profile-tp1 150 python -m moelab profile qwen3.5-35b-a3b --ctx 1024 --samples 10 --impl eager,moelab --save
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
