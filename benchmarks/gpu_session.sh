@@ -1252,6 +1252,16 @@ case "${1:?stage A to G}" in
     run decode-qwen35 150 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1,8 --rows moelab
     run profile-tp1 150 python -m moelab profile qwen3.5-35b-a3b --ctx 1024 --samples 10 --impl eager,moelab --save
     ;;
+  ER) # session 30 (prepared, not run): the routing as one bitonic top-k of int64 keys (MOELAB_ROUTE_BITONIC), no K rounds.
+      # PTX (Triton 3.6, the router's last arriver at T=1 on one warp): after the softmax the rounds are 8 reductions of
+      # 5 dependent shuffle levels; the top-k 9 levels of 8 independent shuffles, its compare-swaps in-thread. Session
+      # 29's packed rounds (one reduction a round, 64-bit) lost, so this is a guess: the router alone -0.2..-0.8 us at
+      # T=1 (4.1-4.75), batch 1 -0.01..-0.04 ms a token; the same tokens (bitwise the same choices in the CPU tests).
+    run gpu-tests 120 python -m pytest tests/kernels/test_router.py -k "bitonic or matches" -q -p no:cacheprovider --tb=short -rf
+    run router 120 bash -c "python benchmarks/sweep_router.py --model qwen3.5-35b-a3b --tokens 1,8 --bitonic --samples 10 && python benchmarks/sweep_router.py --tokens 1 --bitonic --samples 10"
+    run ab-b1 150 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,bt=MOELAB_ROUTE_BITONIC
+    run ab-b1-35 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,bt=MOELAB_ROUTE_BITONIC
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -8,7 +8,8 @@ DIR holds the Triton to compile with: the GPU machine's (3.6; `pip download trit
 `pip install --no-deps --target DIR`), since registers differ between versions (the 3.9 wheel's ptxas also refuses
 its own PTX version). Prints, a line a job: registers a thread, spill bytes, and how many programs of that many
 registers (at the job's warps) fit an SM's 65,536 (occupancy by registers only). `--set JOB K=V` overrides one
-constexpr of one job (repeatable; V is an int, True/False or a string), e.g. `--set moe_pairs BLOCK_H=16`.
+constexpr of one job (repeatable; V is an int, True/False or a string), e.g. `--set moe_pairs BLOCK_H=16`; `--count RX`
+counts the PTX lines matching a regex (e.g. `shfl.sync`: warp shuffles).
 It compiles as the suite does (`conftest._SM90_SCRIPT`): pointers marked 16-byte aligned, integers only where a job
 lists them. A real launch specialises every integer divisible by 16, and that changes the count (the census
 kernel's "moe_decode" job, integers unmarked, 153-168 registers; "moe_decode_pdl", marked as a T=8 launch is, 67),
@@ -42,6 +43,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("jobs", nargs="*", help="SM90_JOBS names (default: all)")
     ap.add_argument("--set", nargs=2, action="append", default=[], metavar=("JOB", "KEY=VALUE"))
+    ap.add_argument("--count", action="append", default=[], metavar="REGEX",
+                    help="also count the PTX lines matching REGEX (repeatable), e.g. 'shfl.sync' or 'atom.'")
     a = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "kernels"))
     os.environ.setdefault("TRITON_INTERPRET", "0")  # conftest sets the interpreter on otherwise (no GPU here)
@@ -87,8 +90,9 @@ def main() -> None:
             continue
         launch = chosen[name][5] if len(chosen[name]) > 5 else {}
         r, warps = int(regs.group(1)), dict({"num_warps": 4}, **launch)["num_warps"]
+        counts = "".join(f", {len(re.findall(rx, job['ptx']))} × {rx}" for rx in a.count)
         print(f"{name:28s} {r:4d} registers, {int(spill.group(1)) if spill else 0:5d} B spilled, "
-              f"{65536 // (r * 32 * warps)} programs of {warps} warps an SM")
+              f"{65536 // (r * 32 * warps)} programs of {warps} warps an SM{counts}")
 
 
 if __name__ == "__main__":

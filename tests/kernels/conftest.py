@@ -367,6 +367,13 @@ _module, _kernel, _types, _consts, _div16, *_rest = SM90_JOBS["router"]
 SM90_JOBS["router_norm"] = (_module, _kernel, dict(_types, h_ptr="*bf16", res_ptr="*bf16", nw_ptr="*bf16",
                                                    xo_ptr="*bf16", ro_ptr="*bf16", eps="fp32"),
                             dict(_consts, BLOCK_E=1, N_PROG=128, NORM=True, HAS_RES=True), _div16, {"num_warps": 1})
+# The routing's BITONIC constexpr (session 30), off in every route and router job above; on in "router_norm_bitonic"
+# (the router's last arriver at T=1 on one warp, as the engine launches it at batch 1).
+for _name in [n_ for n_ in SM90_JOBS if n_.startswith("route")]:
+    _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
+    SM90_JOBS[_name] = (_module, _kernel, _types, dict(_consts, BITONIC=False), *_rest)
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["router_norm"]
+SM90_JOBS["router_norm_bitonic"] = (_module, _kernel, _types, dict(_consts, BITONIC=True), *_rest)
 # The linear kernels' CONV constexprs (session 29), off in the plain jobs above; on in "linear_conv" (the Gated DeltaNet
 # input projection at Qwen3.5-35B-A3B's batch 1 in the chain: whole-K, PDL, 8 rows × 2048) and "linear_dot_conv" (T=8).
 for _name in [n_ for n_ in SM90_JOBS if n_.startswith("linear")]:

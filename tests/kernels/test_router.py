@@ -1,5 +1,7 @@
 """The one-launch router (logits GEMV + top-k) against its reference (CPU: Triton interpreter)."""
 
+import re
+
 import pytest
 import torch
 
@@ -156,3 +158,46 @@ def test_fused_router_rows_depend_on_the_experts(monkeypatch):
     assert fused_router_max_t(128) == fused_router_max_t(256) == 4
     monkeypatch.setenv("MOELAB_FUSED_ROUTER_MAX_T", "64")
     assert fused_router_max_t(256) == ROUTER_MAX_T
+
+
+@pytest.mark.parametrize("T,E,k", [(1, 128, 8), (3, 60, 4), (8, 256, 8), (2, 7, 7), (1, 64, 6)])
+@pytest.mark.parametrize("scoring,bias", [("softmax", False), ("topk_softmax", False), ("sigmoid", False),
+                                          ("sigmoid", True)])
+def test_bitonic_topk_chooses_as_the_rounds(T, E, k, scoring, bias, monkeypatch):
+    """$MOELAB_ROUTE_BITONIC (`tl.topk` of int64 keys, no rounds): bitwise the same weights and ids as the K arg-max
+    rounds, in `route` and in the router's last arriver, renormalised or not, with ties (repeated logits, +0.0 beside
+    -0.0, every logit equal in one row), negative logits and k not a power of two; with a correction bias the rounds
+    run either way."""
+    from moelab.kernels.route import route
+
+    g = torch.Generator().manual_seed(T * E + k)
+    logits = torch.randn(T, E, generator=g)
+    logits[0, 1::3] = logits[0, 0]  # a tie of many
+    if T > 1:
+        logits[1] = 0.5
+    if T > 2:
+        logits[2, : E // 2] = -0.0  # equal to +0.0: the lower indices must win
+        logits[2, E // 2:] = 0.0
+    logits = logits.to(DEV)
+    x, w = _case(T, E, 64, torch.float32, 0)
+    kw = dict(correction_bias=torch.randn(E, generator=g).to(DEV) * 0.1) if bias else {}
+    for renorm in (True, False):
+        got = {}
+        for bitonic in ("0", "1"):
+            monkeypatch.setenv("MOELAB_ROUTE_BITONIC", bitonic)
+            got[bitonic] = (route(logits, k, scoring, renorm, **kw), router(x, w, k, scoring, renorm, **kw))
+        for (a_w, a_i), (b_w, b_i) in zip(got["0"], got["1"]):
+            assert torch.equal(a_i, b_i) and torch.equal(a_w, b_w), (scoring, renorm)
+        rw, rids = ops.get("route", "eager")(logits, k, scoring, renorm, **kw)
+        assert torch.equal(got["1"][0][1].long(), rids.long())  # the reference's choice, ties to the lower index
+
+
+def test_bitonic_topk_compiles_for_sm90(sm90):
+    """The BITONIC top-k in the router's last arriver (T=1, one warp, as the engine launches it at batch 1) compiles
+    for sm_90 with 64-bit compares (the int64 keys) and no index-min reduction (`min.s32`, which the rounds have).
+    (Triton 3.6, `benchmarks/regs_sm90.py --count shfl.sync`: 93 warp shuffles against 61, but after the softmax the
+    rounds are 8 reductions of 5 dependent levels, the top-k 9 levels of 8 independent shuffles each.)"""
+    bitonic, plain = sm90["router_norm_bitonic"], sm90["router_norm"]
+    assert "error" not in bitonic, bitonic.get("error")
+    assert re.search(r"setp\.\w+\.s64", bitonic["ptx"]) and "min.s32" not in bitonic["ptx"]
+    assert "min.s32" in plain["ptx"]

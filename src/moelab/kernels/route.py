@@ -20,15 +20,41 @@ _SCORING_CODE = {"softmax": 0, "topk_softmax": 1, "sigmoid": 2}
 
 
 @triton.jit
+def _route_rounds(score, weight, offs, kk, K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
+                  WEIGHT: tl.constexpr):
+    """K arg-max rounds over score [R, E_PAD] (ties to the lower index): (vals, ids) [R, K_PAD], vals the best scores,
+    or with WEIGHT the chosen experts' `weight` (a sigmoid's, without its correction bias); past K zeros."""
+    vals = tl.zeros((score.shape[0], K_PAD), dtype=tl.float32)
+    ids = tl.zeros((score.shape[0], K_PAD), dtype=tl.int32)
+    work = score
+    for j in tl.static_range(K):
+        best = tl.max(work, axis=1)
+        bi = tl.min(tl.where(work == best[:, None], offs[None, :], E_PAD), axis=1)
+        hit = offs[None, :] == bi[:, None]
+        if WEIGHT:
+            v = tl.sum(tl.where(hit, weight, 0.0), axis=1)
+        else:
+            v = best
+        vals = tl.where(kk[None, :] == j, v[:, None], vals)
+        ids = tl.where(kk[None, :] == j, bi[:, None], ids)
+        work = tl.where(hit, -float("inf"), work)
+    return vals, ids
+
+
+@triton.jit
 def _route_rows(x, offs, valid, bias_ptr, scaling,
                 K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
                 SCORING: tl.constexpr, RENORM: tl.constexpr, HAS_BIAS: tl.constexpr,
-                N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr):
+                N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, BITONIC: tl.constexpr = False):
     """(weights [R, K_PAD] fp32, ids [R, K_PAD] int32) of R tokens from their logits x [R, E_PAD] fp32 (-inf past
     E; offs = arange(E_PAD), valid = offs < E). Every token's rounds run side by side (reductions along axis 1), so
     R tokens cost about one token's chain of K arg-max rounds. (A round as one int64 max of the score's bits above the
     index, one reduction deep instead of two, chose bitwise the same and lost: the router alone 4.75 → 4.92 µs at
-    Qwen3.5-35B-A3B T=1, batch 1 +0.01 ms, H100, session 30, h100/gpu-session-EM-…; removed.)"""
+    Qwen3.5-35B-A3B T=1, batch 1 +0.01 ms, H100, session 30, h100/gpu-session-EM-…; removed.)
+    BITONIC (`route_bitonic()`): no rounds; `tl.topk` (a bitonic top-k) of one int64 key an expert, the score's bits
+    made signed-orderable above (−0.0 first made +0.0, so equal scores stay equal) and E_PAD − 1 − index below, so the
+    keys are distinct and the largest is the best score's lowest index: the same choice and the same weights. Not for
+    a sigmoid with a correction bias (the weight is not the score there): the rounds run."""
     kk = tl.arange(0, K_PAD)
     if SCORING == 0:  # softmax, then top-k of the probabilities
         m = tl.max(x, axis=1)
@@ -63,20 +89,16 @@ def _route_rows(x, offs, valid, bias_ptr, scaling,
             keep_e = tl.reshape(tl.broadcast_to(keep[:, :, None], (R, N_GROUP, G)), (R, E_PAD))
             score = tl.where(keep_e, score, -float("inf"))
 
-    vals = tl.zeros((x.shape[0], K_PAD), dtype=tl.float32)
-    ids = tl.zeros((x.shape[0], K_PAD), dtype=tl.int32)
-    work = score
-    for j in tl.static_range(K):
-        best = tl.max(work, axis=1)
-        bi = tl.min(tl.where(work == best[:, None], offs[None, :], E_PAD), axis=1)
-        hit = offs[None, :] == bi[:, None]
-        if SCORING == 2:
-            v = tl.sum(tl.where(hit, s, 0.0), axis=1)  # weight = sigmoid without the bias
-        else:
-            v = best
-        vals = tl.where(kk[None, :] == j, v[:, None], vals)
-        ids = tl.where(kk[None, :] == j, bi[:, None], ids)
-        work = tl.where(hit, -float("inf"), work)
+    if BITONIC and not (SCORING == 2 and HAS_BIAS):
+        sb = (score + 0.0).to(tl.int32, bitcast=True)
+        ordered = tl.where(sb >= 0, sb, sb ^ 0x7FFFFFFF)  # signed-int order = float order
+        key = (ordered.to(tl.int64) << 32) | (E_PAD - 1 - offs)[None, :].to(tl.int64)
+        top = tl.topk(key, K_PAD)  # [R, K_PAD], largest first
+        ids = (E_PAD - 1 - (top & 0xFFFFFFFF)).to(tl.int32)
+        ob = (top >> 32).to(tl.int32)
+        vals = tl.where(kk[None, :] < K, tl.where(ob >= 0, ob, ob ^ 0x7FFFFFFF).to(tl.float32, bitcast=True), 0.0)
+    else:
+        vals, ids = _route_rounds(score, s if SCORING == 2 else score, offs, kk, K, K_PAD, E_PAD, SCORING == 2)
 
     if SCORING == 1:
         vals = tl.where(kk[None, :] < K, vals, -float("inf"))
@@ -100,6 +122,7 @@ def _route_kernel(
     N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr,
     TRIGGER: tl.constexpr = False,  # release a PDL-launched next kernel (the experts) as each program starts
     USE_PDL: tl.constexpr = False,  # launched with PDL: wait for the previous kernel before reading or writing anything
+    BITONIC: tl.constexpr = False,  # `_route_rows`' bitonic top-k instead of K rounds (route_bitonic())
 ):
     if TRIGGER:  # the experts' kernel waits for this one's completion in hardware (gdc_wait) before reading the ids
         tl.extra.cuda.gdc_launch_dependents()
@@ -110,7 +133,7 @@ def _route_kernel(
     valid = offs < E
     x = tl.load(logits_ptr + t * stride_lt + offs[None, :], mask=valid[None, :], other=-float("inf")).to(tl.float32)
     vals, ids = _route_rows(x, offs, valid, bias_ptr, scaling, K, K_PAD, E_PAD, SCORING, RENORM, HAS_BIAS,
-                            N_GROUP, TOPK_GROUP)  # one row: [1, K_PAD]
+                            N_GROUP, TOPK_GROUP, BITONIC)  # one row: [1, K_PAD]
     kk = tl.arange(0, K_PAD)[None, :]
     tl.store(w_ptr + t * K + kk, vals, mask=kk < K)
     tl.store(ids_ptr + t * K + kk, ids, mask=kk < K)
@@ -160,7 +183,8 @@ def route(
         # sweep_moe.py --mode block, sweep-moe-block-trigger-…T1818): Qwen3-30B-A3B T=1 26.3 → 25.5 µs, T=2 42.4 → 41.9,
         # T=8 119.9 → 119.2, T=4 a tie; Qwen3.5-35B-A3B T=1 24.2 → 22.9; beyond chain_pdl's rows nothing changes.
         TRIGGER=chain_pdl(router_logits.device, T),
-        USE_PDL=pdl, num_warps=1 if e_pad <= 128 else 4, **({"launch_pdl": True} if pdl else {}),
+        USE_PDL=pdl, BITONIC=route_bitonic(), num_warps=1 if e_pad <= 128 else 4,
+        **({"launch_pdl": True} if pdl else {}),
     )
     return w, ids
 
@@ -178,3 +202,16 @@ ROUTE_PDL = 0
 def route_pdl(device: torch.device, T: int) -> bool:
     """Whether the route kernel is PDL-launched: `chain_pdl(device, T)` and ROUTE_PDL (or $MOELAB_ROUTE_PDL) on."""
     return bool(env_int("MOELAB_ROUTE_PDL", ROUTE_PDL)) and chain_pdl(device, T)
+
+
+# `_route_rows`' BITONIC form (`tl.topk` of int64 keys, no rounds), in the route kernel and in the router's last
+# arriver. The K rounds are each two warp reductions in series (a max, then the lowest index holding it): at T=1 on one
+# warp, Qwen3-30B-A3B's 8 rounds are 16 reductions of 5 shuffle levels each, plus the softmax's 2. Packing a round into
+# one int64 max (session 29) lost (the chain one reduction deep a round, but with 64-bit shuffles); the bitonic top-k
+# has no rounds: its first log2(K) stages and merges run inside a thread's 8 keys, and only the log2(E/K) halvings
+# cross lanes. Prepared in session 30, unmeasured: off, and $MOELAB_ROUTE_BITONIC=1 (read at launch) turns it on.
+ROUTE_BITONIC = 0
+
+
+def route_bitonic() -> bool:
+    return bool(env_int("MOELAB_ROUTE_BITONIC", ROUTE_BITONIC))

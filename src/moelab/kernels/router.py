@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from moelab.kernels import cdiv, chain_pdl, check_device, counters, env_int, next_pow2, pdl_supported
-from moelab.kernels.route import _SCORING_CODE, _route_rows
+from moelab.kernels.route import _SCORING_CODE, _route_rows, route_bitonic
 from moelab.ops.moe import _check_route_args
 
 ROUTER_MAX_T = 16  # decode sizes: the [T, BLOCK_E, BLOCK_H] product is held in registers
@@ -63,6 +63,7 @@ def _router_kernel(
     # stores them (xo) and the new residual (ro); x_ptr is then unused.
     h_ptr=None, res_ptr=None, nw_ptr=None, xo_ptr=None, ro_ptr=None, eps=1e-6, s_ht=0, s_rt=0, s_ot=0, s_qt=0,
     NORM: tl.constexpr = False, HAS_RES: tl.constexpr = False, OFFSET: tl.constexpr = False,
+    BITONIC: tl.constexpr = False,  # `_route_rows`' bitonic top-k instead of K rounds (`route.route_bitonic()`)
 ):
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
@@ -125,7 +126,7 @@ def _router_kernel(
                        other=-float("inf"), cache_modifier=".cg")  # [T_PAD, E_PAD]
         rows = tl.where(tmask[:, None], rows, 0.0)  # padding rows: finite (never stored), no NaN from their softmax
         vals, ids = _route_rows(rows, offs, valid, bias_ptr, scaling, K, K_PAD, E_PAD, SCORING, RENORM, HAS_BIAS,
-                                N_GROUP, TOPK_GROUP)
+                                N_GROUP, TOPK_GROUP, BITONIC)
         out_mask = tmask[:, None] & (kk < K)
         tl.store(tw_ptr + offs_t[:, None] * K + kk, vals, mask=out_mask)
         tl.store(ids_ptr + offs_t[:, None] * K + kk, ids, mask=out_mask)
@@ -201,7 +202,7 @@ def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softma
         SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize), HAS_BIAS=correction_bias is not None,
         N_GROUP=n_group, TOPK_GROUP=topk_group, USE_PDL=pdl,
         TRIGGER=chain_pdl(x.device, T),  # the experts' kernel after it (pairs or census) is PDL-launched: chain_pdl
-        num_warps=num_warps, **norm_args, **launch, **cfg,
+        BITONIC=route_bitonic(), num_warps=num_warps, **norm_args, **launch, **cfg,
     )
     return w_out, ids
 
