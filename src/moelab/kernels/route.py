@@ -205,11 +205,11 @@ def route_pdl(device: torch.device, T: int) -> bool:
 
 
 # `_route_rows`' BITONIC form (`tl.topk` of int64 keys, no rounds), in the route kernel and in the router's last
-# arriver. The K rounds are each two warp reductions in series (a max, then the lowest index holding it): at T=1 on one
-# warp, Qwen3-30B-A3B's 8 rounds are 16 reductions of 5 shuffle levels each, plus the softmax's 2. Packing a round into
-# one int64 max (session 29) lost (the chain one reduction deep a round, but with 64-bit shuffles); the bitonic top-k
-# has no rounds: its first log2(K) stages and merges run inside a thread's 8 keys, and only the log2(E/K) halvings
-# cross lanes. Prepared in session 30, unmeasured: off, and $MOELAB_ROUTE_BITONIC=1 (read at launch) turns it on.
+# arriver. Each of the K rounds is a max, then the lowest index holding it; in the router's sm_90 PTX at T=1 on one
+# warp (Triton 3.6, `benchmarks/regs_sm90.py --count shfl.sync`) they come after the softmax as 8 groups of 5
+# dependent shuffle levels. Packing a round into one int64 max (session 29) lost; the bitonic top-k has no rounds: 9
+# levels of 8 independent shuffles (93 shuffles in all against 61), its compare-swaps in-thread between them.
+# Prepared in session 30, unmeasured: off, and $MOELAB_ROUTE_BITONIC=1 (read at launch) turns it on.
 ROUTE_BITONIC = 0
 
 

@@ -284,19 +284,20 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
     if spec.qk_norm == "head":
         notes.append("q/k RMSNorm, RoPE and the KV append run inside decode attention (qk_norm_rope+attention, as the "
                      "engine runs them) and count in attention, not in norms")
-    if with_step and "moelab" in impls and any(spec.moe_layers) and batch <= norm_router_max_t(spec.num_experts):
+    norm_rows = norm_router_max_t(spec.num_experts)
+    if with_step and "moelab" in impls and any(spec.moe_layers) and batch <= norm_rows:
         notes.append(f"moelab's chained step runs the post-attention add + RMSNorm inside the router's launch "
-                     f"(add_rmsnorm_router, as the engine does up to {norm_router_max_t(spec.num_experts)} rows); the per-op table times "
+                     f"(add_rmsnorm_router, as the engine does up to {norm_rows} row{'s' if norm_rows != 1 else ''}); the per-op table times "
                      f"add_rmsnorm and router+topk as two units")
     if (with_step and "moelab" in impls and conv_in_proj(batch)
             and any(spec.layer_types[i] == "linear_attention" for i in range(spec.layers))):
         notes.append("moelab's chained step runs the Gated DeltaNet conv inside the input projection's launch "
                      "(linear_conv, as the engine does at this batch: engine.model.conv_in_proj); the per-op table times "
                      "gdn.in_proj and gdn.conv as two units")
-    fused_rows = fused_router_max_t(spec.num_experts) if spec.num_experts else 0
+    router_logits = (f" and the router's logits beyond the fused router's rows ({fused_router_max_t(spec.num_experts)} "
+                     f"at {spec.num_experts} experts; MOELAB_FUSED_ROUTER_MAX_T)" if any(spec.moe_layers) else "")
     notes.append("embedding and sampling run torch in the moelab column too; qkv/o/lm_head, the Gated DeltaNet "
-                 f"in/out projections and the router's logits beyond the fused router's rows ({fused_rows}: 8 up to 128 "
-                 "experts, 1 beyond; MOELAB_FUSED_ROUTER_MAX_T) use moelab's decode kernel up to 16 tokens, cuBLAS beyond")
+                 f"in/out projections{router_logits} use moelab's decode kernel up to 16 tokens, cuBLAS beyond")
     return {"model": spec.name, "source": spec.source, "batch": batch, "tp": tp, "contexts": list(ctxs),
             "impls": list(impls), "dtype": str(dtype).removeprefix("torch."),
             "gpu": ceilings.name, "gpu_source": ceilings.source, "read_gbps": ceilings.read_gbps,
