@@ -18,6 +18,8 @@
 # against the stages.
 # Session 30: EM's MOELAB_ROUTE_PACKED and EN's MOELAB_PAIRS_P1_PER_SM lost and are gone; MOELAB_GDN_CONV_IN_PROJ now
 # gives the most rows (1 by default), so EM's and EN's "ci" variants time the default.
+# Session 31: ER's and ES's MOELAB_ROUTE_BITONIC now switches the route kernel only (on by default since ET); the
+# router's last arriver reads MOELAB_ROUTER_BITONIC (off), so ER's "bt" in the router is that switch now.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log
@@ -1252,7 +1254,7 @@ case "${1:?stage A to G}" in
     run decode-qwen35 150 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1,8 --rows moelab
     run profile-tp1 150 python -m moelab profile qwen3.5-35b-a3b --ctx 1024 --samples 10 --impl eager,moelab --save
     ;;
-  ER) # session 30 (prepared, not run): the routing as one bitonic top-k of int64 keys (MOELAB_ROUTE_BITONIC), no K rounds.
+  ER) # session 30 (prepared; run in session 31 on an H100, see ES): the routing as one bitonic top-k of int64 keys (MOELAB_ROUTE_BITONIC), no K rounds.
       # PTX (Triton 3.6, the router's last arriver at T=1 on one warp): after the softmax the rounds are 8 reductions of
       # 5 dependent shuffle levels; the top-k 9 levels of 8 independent shuffles, its compare-swaps in-thread. Session
       # 29's packed rounds (one reduction a round, 64-bit) lost, so this is a guess: the router alone -0.2..-0.8 us at
@@ -1261,6 +1263,23 @@ case "${1:?stage A to G}" in
     run router 120 bash -c "python benchmarks/sweep_router.py --model qwen3.5-35b-a3b --tokens 1,8 --bitonic --samples 10 && python benchmarks/sweep_router.py --tokens 1 --bitonic --samples 10"
     run ab-b1 150 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,bt=MOELAB_ROUTE_BITONIC
     run ab-b1-35 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,bt=MOELAB_ROUTE_BITONIC
+    ;;
+  ES) # session 31, after ER (H100): the bitonic top-k cut route alone 3.50 -> 2.16 us (Qwen3.5, T=1) but the one-launch
+      # router only 4.88 -> 4.79 (its last arriver routes on one warp), and the chains tied. dense + route was 4.82 with
+      # the rounds, so with the bitonic route it should be about 3.5 us: guess -1.3 us a layer at T=1, -0.03..-0.05 ms a
+      # token for Qwen3.5 (40 layers) with the one-launch router off (nofr = MOELAB_FUSED_ROUTER_MAX_T:0).
+    run router 120 bash -c "python benchmarks/sweep_router.py --model qwen3.5-35b-a3b --tokens 1,8 --bitonic --samples 10 && python benchmarks/sweep_router.py --tokens 1,8 --bitonic --samples 10"
+    run ab-b1-35 200 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,bt=MOELAB_ROUTE_BITONIC,btd=MOELAB_ROUTE_BITONIC+MOELAB_FUSED_ROUTER_MAX_T:0,d=MOELAB_FUSED_ROUTER_MAX_T:0
+    run ab-b1 150 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,btd=MOELAB_ROUTE_BITONIC+MOELAB_FUSED_ROUTER_MAX_T:0
+    run ab-b8-35 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 3 --variants base,bt=MOELAB_ROUTE_BITONIC
+    ;;
+  ET) # session 31, after ES: the bitonic top-k on in the route kernel (ROUTE_BITONIC = 1), off in the router's last
+      # arriver (ROUTER_BITONIC = 0). ES had Qwen3.5 batch 8 8.31 -> 8.24 ms with it (3 rounds); five rounds here, and
+      # Qwen3-30B at batch 32 (route after the dense GEMV above 8 rows; route alone 2.38 -> 2.00 us at T=8): a guess of
+      # -0.01..-0.02 ms a token. old = the K rounds everywhere.
+    run ab-b8-35 200 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 5 --variants base,old=MOELAB_ROUTE_BITONIC:0
+    run ab-b32 200 python benchmarks/ab_chain.py --batch 32 --rounds 3 --variants base,old=MOELAB_ROUTE_BITONIC:0
+    run gpu-tests 120 python -m pytest tests/kernels/test_router.py -k "bitonic or matches" -q -p no:cacheprovider --tb=short -rf -x
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

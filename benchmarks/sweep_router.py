@@ -10,7 +10,8 @@ shorten that chain (its reductions cross fewer warps) — best at 1-2 warps, ~3.
 Session 9: the last arriver routes all T tokens at once (one [T, E] tile). Prediction at T=8: ~5 µs, against
 ~7 for `dense` + `route`, the engine's two launches at T > 1 then (4.5 + 2.7 µs of advance, trace-decode-…T215350).
 Measured: 6.0 µs on 4 warps (gpu-session-AL-…T2338); the engine now fuses up to 8 rows, two launches above.
-Session 30: `--bitonic` times the routing as one bitonic top-k (`MOELAB_ROUTE_BITONIC`) against the K rounds.
+Session 30: `--bitonic` times the routing as one bitonic top-k (`MOELAB_ROUTE_BITONIC` and `MOELAB_ROUTER_BITONIC`,
+set together) against the K rounds.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=15)
     ap.add_argument("--block-h", default="", help="also BLOCK_E=1 at these BLOCK_H (comma-separated) on 4 and 8 warps")
     ap.add_argument("--bitonic", action="store_true",
-                    help="instead of the config grid: the default router and `route` with $MOELAB_ROUTE_BITONIC 0 and 1 "
+                    help="instead of the config grid: the default router and `route` with $MOELAB_ROUTE_BITONIC and $MOELAB_ROUTER_BITONIC 0 and 1 "
                          "(K arg-max rounds or one bitonic top-k), twice each, alternating")
     a = ap.parse_args()
     if not torch.cuda.is_available():
@@ -55,7 +56,7 @@ def main() -> None:
         if a.bitonic:  # read at launch, so at each capture below
             logits = [(F.linear(x, w).float(),) for x, w in sets]
             for val in ("0", "1", "0", "1"):
-                os.environ["MOELAB_ROUTE_BITONIC"] = val
+                os.environ["MOELAB_ROUTE_BITONIC"] = os.environ["MOELAB_ROUTER_BITONIC"] = val
                 got = router(*sets[0], k)
                 same = (got[1].sort(1).values == ref[1].sort(1).values).float().mean().item()
                 assert same > 0.9, f"router, MOELAB_ROUTE_BITONIC={val}: ids differ from the reference ({same:.0%} agree)"
@@ -63,7 +64,9 @@ def main() -> None:
                 rows.append((f"router (default), MOELAB_ROUTE_BITONIC={val}", m.median_us, m.iqr_us))
                 m = timing.measure(lambda lg: route(lg, k), logits, mode="graph", samples=a.samples)
                 rows.append((f"route alone, MOELAB_ROUTE_BITONIC={val}", m.median_us, m.iqr_us))
-            os.environ.pop("MOELAB_ROUTE_BITONIC")
+                m = timing.measure(lambda x, w: route(dense(x, w), k), sets, mode="graph", samples=a.samples)
+                rows.append((f"dense + route, MOELAB_ROUTE_BITONIC={val}", m.median_us, m.iqr_us))
+            os.environ.pop("MOELAB_ROUTE_BITONIC"), os.environ.pop("MOELAB_ROUTER_BITONIC")
         cfgs = [] if a.bitonic else [dict(BLOCK_E=be, num_warps=nw) for be in (1, 2, 4, 8) for nw in (1, 2, 4, 8)]
         # Session 10's lead for batch 8: each of the 128 one-expert programs reads x from L2 in H / BLOCK_H serial
         # round trips (BLOCK_H = 1024 at T=8: two); all of H at once is one round trip, predicted −0.5 to −0.8 µs of

@@ -164,7 +164,7 @@ def test_fused_router_rows_depend_on_the_experts(monkeypatch):
 @pytest.mark.parametrize("scoring,bias", [("softmax", False), ("topk_softmax", False), ("sigmoid", False),
                                           ("sigmoid", True)])
 def test_bitonic_topk_chooses_as_the_rounds(T, E, k, scoring, bias, monkeypatch):
-    """$MOELAB_ROUTE_BITONIC (`tl.topk` of int64 keys, no rounds): bitwise the same weights and ids as the K arg-max
+    """$MOELAB_ROUTE_BITONIC and $MOELAB_ROUTER_BITONIC (`tl.topk` of int64 keys, no rounds): bitwise the same weights and ids as the K arg-max
     rounds, in `route` and in the router's last arriver, renormalised or not, with ties (repeated logits, +0.0 beside
     -0.0, every logit equal in one row), negative logits and k not a power of two; with a correction bias the rounds
     run either way."""
@@ -185,6 +185,7 @@ def test_bitonic_topk_chooses_as_the_rounds(T, E, k, scoring, bias, monkeypatch)
         got = {}
         for bitonic in ("0", "1"):
             monkeypatch.setenv("MOELAB_ROUTE_BITONIC", bitonic)
+            monkeypatch.setenv("MOELAB_ROUTER_BITONIC", bitonic)
             got[bitonic] = (route(logits, k, scoring, renorm, **kw), router(x, w, k, scoring, renorm, **kw))
         for (a_w, a_i), (b_w, b_i) in zip(got["0"], got["1"]):
             assert torch.equal(a_i, b_i) and torch.equal(a_w, b_w), (scoring, renorm)

@@ -204,14 +204,24 @@ def route_pdl(device: torch.device, T: int) -> bool:
     return bool(env_int("MOELAB_ROUTE_PDL", ROUTE_PDL)) and chain_pdl(device, T)
 
 
-# `_route_rows`' BITONIC form (`tl.topk` of int64 keys, no rounds), in the route kernel and in the router's last
-# arriver. Each of the K rounds is a max, then the lowest index holding it; in the router's sm_90 PTX at T=1 on one
-# warp (Triton 3.6, `benchmarks/regs_sm90.py --count shfl.sync`) they come after the softmax as 8 groups of 5
-# dependent shuffle levels. Packing a round into one int64 max (session 29) lost; the bitonic top-k has no rounds: 9
-# levels of 8 independent shuffles (93 shuffles in all against 61), its compare-swaps in-thread between them.
-# Prepared in session 30, unmeasured: off, and $MOELAB_ROUTE_BITONIC=1 (read at launch) turns it on.
-ROUTE_BITONIC = 0
+# `_route_rows`' BITONIC form (`tl.topk` of int64 keys, no rounds). Each of the K rounds is a max, then the lowest
+# index holding it; in the router's sm_90 PTX at T=1 on one warp (Triton 3.6, `benchmarks/regs_sm90.py --count
+# shfl.sync`) they come after the softmax as 8 groups of 5 dependent shuffle levels. Packing a round into one int64
+# max (session 29) lost; the bitonic top-k has no rounds: 9 levels of 8 independent shuffles (93 shuffles in all
+# against 61), its compare-swaps in-thread between them.
+# Measured in session 31 (H100, CUDA graphs, L2 defeated; the same choices bit for bit):
+# - the route kernel alone: Qwen3.5 (E=256) 3.50 -> 2.16 us at T=1, 3.57 -> 2.23 at T=8; Qwen3-30B (E=128) 2.30 ->
+#   1.92 and 2.38 -> 2.00. Qwen3.5 batch 8 (route after the dense GEMV) 8.31 -> 8.24 ms a token. So it is on there
+#   (ROUTE_BITONIC, $MOELAB_ROUTE_BITONIC).
+# - the one-launch router's last arriver: alone 4.87 -> 4.79 us (Qwen3.5 T=1), 3.74 -> 3.39 (Qwen3-30B T=1), but in
+#   the batch-1 chain Qwen3.5 2.80 -> 2.82 ms twice and Qwen3-30B 2.87 -> 2.87. So it stays off there
+#   (ROUTER_BITONIC, $MOELAB_ROUTER_BITONIC).
+ROUTE_BITONIC = 1
+ROUTER_BITONIC = 0
 
 
-def route_bitonic() -> bool:
+def route_bitonic(kernel: str = "route") -> bool:
+    """Whether `kernel` ("route" or "router", the one-launch router's last arriver) routes with the bitonic top-k."""
+    if kernel == "router":
+        return bool(env_int("MOELAB_ROUTER_BITONIC", ROUTER_BITONIC))
     return bool(env_int("MOELAB_ROUTE_BITONIC", ROUTE_BITONIC))

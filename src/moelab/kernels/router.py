@@ -63,7 +63,7 @@ def _router_kernel(
     # stores them (xo) and the new residual (ro); x_ptr is then unused.
     h_ptr=None, res_ptr=None, nw_ptr=None, xo_ptr=None, ro_ptr=None, eps=1e-6, s_ht=0, s_rt=0, s_ot=0, s_qt=0,
     NORM: tl.constexpr = False, HAS_RES: tl.constexpr = False, OFFSET: tl.constexpr = False,
-    BITONIC: tl.constexpr = False,  # `_route_rows`' bitonic top-k instead of K rounds (`route.route_bitonic()`)
+    BITONIC: tl.constexpr = False,  # `_route_rows`' bitonic top-k instead of K rounds (`route.route_bitonic("router")`)
 ):
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
@@ -202,7 +202,7 @@ def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softma
         SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize), HAS_BIAS=correction_bias is not None,
         N_GROUP=n_group, TOPK_GROUP=topk_group, USE_PDL=pdl,
         TRIGGER=chain_pdl(x.device, T),  # the experts' kernel after it (pairs or census) is PDL-launched: chain_pdl
-        BITONIC=route_bitonic(), num_warps=num_warps, **norm_args, **launch, **cfg,
+        BITONIC=route_bitonic("router"), num_warps=num_warps, **norm_args, **launch, **cfg,
     )
     return w_out, ids
 
