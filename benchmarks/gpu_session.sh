@@ -1281,6 +1281,13 @@ case "${1:?stage A to G}" in
     run ab-b32 200 python benchmarks/ab_chain.py --batch 32 --rounds 3 --variants base,old=MOELAB_ROUTE_BITONIC:0
     run gpu-tests 120 python -m pytest tests/kernels/test_router.py -k "bitonic or matches" -q -p no:cacheprovider --tb=short -rf -x
     ;;
+  EU) # session 31: the shared expert's weights before the PDL wait (MOELAB_PAIRS_SHARED_PF: its phase-1 blocks bulk-
+      # prefetch its gate/up rows and a share of its w2 into L2 while the router runs; MOELAB_PAIRS_SHARED_FIRST: those
+      # blocks first in the grid). Predicted Qwen3.5 batch 1 -0.04..-0.08 ms a token (-1..-2 us a layer; 4.2 + 2.1 MB
+      # at ~3 TB/s), the same tokens; PF costs 10 registers (80 -> 90, 6 -> 5 programs an SM; still one wave of 576).
+    run gpu-tests 150 python -m pytest tests/kernels/test_moe.py -k "shared_first or two_launches or pairs_runs" -q -p no:cacheprovider --tb=short -rf -x
+    run ab-b1-35 220 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,sf=MOELAB_PAIRS_SHARED_FIRST,pf=MOELAB_PAIRS_SHARED_PF,both=MOELAB_PAIRS_SHARED_FIRST+MOELAB_PAIRS_SHARED_PF
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -310,6 +310,13 @@ for _phase in (1, 2):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]
     SM90_JOBS[f"moe_pairs_phase{_phase}"] = (_module, _kernel, _types,
                                              dict(_consts, PHASE=_phase, SPIN_ASM="", USE_PDL=_phase == 1), *_rest)
+# The phase-1 kernel at Qwen3.5-35B-A3B's T=1 (a shared expert, 8-row blocks, H=2048, I=512), plain and with the shared
+# slots first and their weights prefetched into L2 before the PDL wait (SHARED_PF, session 31).
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_phase1"]
+_consts = dict(_consts, N_SLOTS=9, S_PAD=16, N_IBLK=64, N1=576, HAS_SHARED=True, SHARED_GATE=True)
+SM90_JOBS["moe_pairs_shared"] = (_module, _kernel, _types, dict(_consts, SHARED_FIRST=False, SHARED_PF=False, N_PF=32),
+                                  *_rest)
+SM90_JOBS["moe_pairs_shared_pf"] = (_module, _kernel, _types, dict(_consts, SHARED_FIRST=True, SHARED_PF=True, N_PF=32), *_rest)
 # The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
 for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]

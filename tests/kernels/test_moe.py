@@ -9,6 +9,7 @@ import re
 import pytest
 import torch
 
+from moelab.kernels import interpreting
 from moelab.kernels.moe import fused_moe
 from moelab.kernels.route import route
 from moelab.ops.moe import fused_moe_reference, route_reference
@@ -707,6 +708,56 @@ def test_pairs_in_two_launches_give_the_one_launch_output_bitwise(shared, monkey
         assert torch.equal(a, b)
         assert int(counters(x.device, 1, "moe").abs().sum()) == 0
     assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
+
+
+@pytest.mark.parametrize("T,two", [(1, "0"), (1, "1"), (3, "1")])
+def test_pairs_shared_first_gives_the_default_output_bitwise(T, two, monkeypatch):
+    """SHARED_FIRST (phase 1 runs the shared slots' blocks first, MOELAB_PAIRS_SHARED_FIRST) only reorders phase 1's
+    programs: each slot's rows, counter and partial are the same, so the output is bitwise the default's, in one
+    kernel and in two; the counters are zero again after it."""
+    from moelab.kernels import counters
+    from moelab.kernels.moe_pairs import moe_pairs
+    E, H, I, k = 16, 96, 48, 4
+    x, w13, w2, w, ids, sh = make(T, E, H, I, k, torch.float16 if DEV == "cpu" else torch.bfloat16, seed=7 + T,
+                                  shared=(40, True))
+    cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
+    monkeypatch.setenv("MOELAB_PAIRS_TWO", two)
+    a = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=dict(cfg, SHARED_FIRST=False))
+    monkeypatch.setenv("MOELAB_PAIRS_SHARED_FIRST", "1")
+    b = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=cfg)
+    assert torch.equal(a, b)
+    assert int(counters(x.device, 1, "moe").abs().sum()) == 0
+    assert rel(b, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
+    if not interpreting():  # on the GPU also with the shared weights prefetched (a hint: the same bytes are read)
+        c = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=dict(cfg, SHARED_PF=True))
+        assert torch.equal(a, c)
+
+
+def test_pairs_shared_prefetch_is_refused_under_the_interpreter(monkeypatch):
+    """SHARED_PF is inline PTX (a bulk L2 prefetch): under the interpreter a request for it is refused by name rather
+    than silently dropped; in stream order (no PDL, as on the CPU) the env switch alone asks for nothing."""
+    from moelab.kernels.moe_pairs import moe_pairs
+    if not interpreting():
+        pytest.skip("the interpreter's refusal: CPU only (TRITON_INTERPRET=1)")
+    x, w13, w2, w, ids, sh = make(1, 16, 96, 48, 4, torch.float16, seed=1, shared=(40, True))
+    cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
+    with pytest.raises(ValueError, match="SHARED_PF"):
+        moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, 96, x.dtype), config=dict(cfg, SHARED_PF=True))
+    monkeypatch.setenv("MOELAB_PAIRS_SHARED_PF", "1")
+    out = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, 96, x.dtype), config=cfg)
+    assert rel(out, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
+
+
+def test_pairs_shared_prefetch_compiles_for_sm90(sm90):
+    """SHARED_PF (Qwen3.5-35B-A3B's phase-1 kernel at T=1): the shared slot's blocks issue their bulk L2 prefetches
+    before the PDL wait, each predicated on a size above zero; the plain kernel issues none."""
+    pf, plain = sm90["moe_pairs_shared_pf"], sm90["moe_pairs_shared"]
+    assert "error" not in pf and "error" not in plain, (pf.get("error"), plain.get("error"))
+    ptx = pf["ptx"]
+    assert "cp.async.bulk.prefetch.L2" not in plain["ptx"]
+    assert 0 <= ptx.index("cp.async.bulk.prefetch.L2.global") < ptx.index("griddepcontrol.wait")
+    # One prefetch a region piece: 4 · N_PF elements, the size checked before each (a region's empty tail issues none).
+    assert ptx.count("cp.async.bulk.prefetch.L2.global") >= 1 and "setp.gt.s32" in ptx
 
 
 def test_pairs_runs_two_kernels_from_two_tokens(monkeypatch):

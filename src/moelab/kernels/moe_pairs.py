@@ -29,6 +29,33 @@ from moelab.kernels.probe import now_ns, sm_id
 
 
 @triton.jit
+def _prefetch_shared(sw13_ptr, sw2_ptr, ib, H, IS, BLOCK_I: tl.constexpr, N_IBLK: tl.constexpr, N_PF: tl.constexpr):
+    """Phase-1 block ib of a shared-expert slot asks L2 for the bytes the shared expert will read: its gate rows, its
+    up rows ([2·IS, H], contiguous) and its 1/N_IBLK share of the shared w2 ([H, IS], contiguous), N_PF bulk
+    prefetches a region (`cp.async.bulk.prefetch.L2`, sm_90: no registers, no wait, nothing returned). Issued before
+    the PDL wait: the shared expert's weights are the only expert bytes known before the routing, and HBM is nearly
+    idle while the router runs (it reads E·H·2 bytes: 1 MB at Qwen3.5-35B-A3B)."""
+    EB: tl.constexpr = sw13_ptr.dtype.element_ty.primitive_bitwidth // 8
+    rows = tl.minimum(tl.maximum(IS - ib * BLOCK_I, 0), BLOCK_I)
+    N_ALL: tl.constexpr = 4 * N_PF
+    j = tl.arange(0, N_ALL)  # [gate | up | w2 | w2]: the w2 share in 2·N_PF pieces (it is the same size)
+    region = j // N_PF
+    n_bytes = tl.where(region == 0, rows * H * EB, tl.where(region == 1, rows * H * EB, 0))
+    w2_share = tl.cdiv(tl.cdiv(H * IS * EB, N_IBLK), 32 * N_PF) * 32 * N_PF  # bytes, whole 16-byte pieces
+    n_bytes = tl.where(region >= 2, tl.minimum(tl.maximum(H * IS * EB - ib * w2_share, 0), w2_share), n_bytes)
+    piece = tl.where(region >= 2, w2_share // (2 * N_PF), tl.cdiv(n_bytes, 16 * N_PF) * 16)
+    k = tl.where(region >= 2, j - 2 * N_PF, j % N_PF)
+    size = tl.minimum(tl.maximum(n_bytes - k * piece, 0), piece) // 16 * 16  # nothing past the region's end
+    b13 = sw13_ptr.to(tl.pointer_type(tl.int8), bitcast=True)
+    b2 = sw2_ptr.to(tl.pointer_type(tl.int8), bitcast=True)
+    start = tl.where(region == 0, ib * BLOCK_I * H * EB, (IS + ib * BLOCK_I) * H * EB) + k * piece
+    addr = tl.where(region >= 2, b2 + ib * w2_share + k * piece, b13 + start)
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r", [addr, size.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
 def _moe_pairs_kernel(
     # pointers
     x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K]
@@ -52,10 +79,20 @@ def _moe_pairs_kernel(
     PHASE: tl.constexpr = 0,  # 0 both phases; 1 or 2 only that phase's code (two kernels from PAIRS_TWO_MIN_T, each
     #                           with the registers of its own phase; phase 2 still polls phase 1's counters)
     PID0=0,  # PHASE 2: the first program's pid (N1)
+    SHARED_FIRST: tl.constexpr = False,  # phase 1 runs the shared slots' blocks first (pids 0..T·N_IBLK-1)
+    SHARED_PF: tl.constexpr = False,  # with USE_PDL: shared-slot phase-1 blocks prefetch their weights before the wait
+    N_PF: tl.constexpr = 32,  # SHARED_PF: bulk prefetches per region and program (4·N_PF ≥ the threads: none idle)
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
         tl.extra.cuda.gdc_launch_dependents()
+    P: tl.constexpr = T * K
+    s1 = pid // N_IBLK  # phase 1's slot (before SHARED_FIRST's rotation)
+    if SHARED_FIRST:
+        s1 = (s1 + P) % N_SLOTS  # 0..T-1 -> the shared slots P..P+T-1, then the routed slots in order
+    if SHARED_PF and USE_PDL and HAS_SHARED and PHASE != 2:
+        if (pid < N1) & (s1 == P):  # every token's shared slot reads the same weights: the first asks for them
+            _prefetch_shared(sw13_ptr, sw2_ptr, pid % N_IBLK, H, IS, BLOCK_I, N_IBLK, N_PF)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the routing, x and the counters all follow the router's completion
     if TRIGGER and PHASE == 1:
@@ -67,7 +104,6 @@ def _moe_pairs_kernel(
         tl.store(probe_ptr + pid * 4 + 3, sm_id(pid).to(tl.int64) * 2 + (pid >= N1).to(tl.int64))
     # counters (each CS int32s apart): [0, N_SLOTS) phase-1 blocks done per slot; N_SLOTS + hb: slots done for output
     # block hb; N_SLOTS + N_HBLK: output blocks done (the last resets all).
-    P: tl.constexpr = T * K
     # Phase-major: all phase-1 programs, then all phase-2 programs. (A slot-major order, each slot's phase 2
     # right after its phase 1, measured slower at every shape: docs/worklog.md.)
     q = tl.maximum(pid - N1, 0)
@@ -75,7 +111,7 @@ def _moe_pairs_kernel(
         phase1 = pid < N1
     else:
         phase1: tl.constexpr = PHASE == 1  # the other phase's code is not compiled: its registers are not reserved
-    s = tl.where(phase1, pid // N_IBLK, q // N_HBLK)
+    s = tl.where(phase1, s1, q // N_HBLK)
     ib = pid % N_IBLK
     hb = q % N_HBLK
     is_shared = s >= P
@@ -181,6 +217,19 @@ def _moe_pairs_kernel(
 # passes within 0.1 µs each time, the one kernel's bimodal, sweep-moe-block-two-tiles-…T1729) while the shard with its
 # shared expert lost again (12.05 → 12.60): so with a shared expert and I > 128, two kernels at T=1 too (`pairs_two`).
 PAIRS_TWO_MIN_T = 2
+# The shared expert's weights before the PDL wait (session 31). In the chain the router releases this kernel as it
+# starts, and its programs sit in `gdc_wait` for the router's ~4-5 µs while HBM is nearly idle. The shared expert is
+# the one expert known before the routing: with SHARED_PF the first shared slot's phase-1 blocks ask L2 for its gate/up
+# rows and a share of its w2 first (Qwen3.5-35B-A3B: 4.2 + 2.1 MB in 64 programs; stage Q's lesson was that one SM
+# issues bulk prefetches at only ~0.5 TB/s). 10 registers more (80 -> 90, Triton 3.6: 5 programs an SM, not 6; the
+# 576 blocks of T=1 still one wave). Predicted −0.04..−0.08 ms a token at Qwen3.5 batch 1; measured on the H100
+# (ab-chain-…T083523, …T083621; three and five rounds, the same tokens) 2.83 → **2.72 ms**; at batch 2 3.64 → 3.69
+# with every shared slot asking (…T083704) and 3.64 → 3.68 with the first only (…T083907; the base's spread 3 %). So
+# up to PAIRS_SHARED_PF_MAX_T tokens ($MOELAB_PAIRS_SHARED_PF, 0 for off). In the one-kernel form (the tp=4 shard's
+# T=1) phase 2 sets the registers (205 either way); that form is unmeasured. SHARED_FIRST (those blocks first in the grid, MOELAB_PAIRS_SHARED_FIRST) tied
+# without the prefetch (2.83 / 2.83) and with it (2.74 against 2.72): off.
+PAIRS_SHARED_PF_MAX_T = 1
+PAIRS_SHARED_FIRST = 0
 # (Phase 1 as a persistent kernel, 1-4 programs an SM walking its blocks slot by slot so that slots become ready in turn
 # and phase-2 programs resident beside them stream ready slots' w2 early, lost: session 30, H200, sweep-moe-block-
 # persist-…T0657, alone at best a tie at T=1-4 (Qwen3 T=1 24.83 against one kernel's 25.11 ± 2.2, Qwen3.5 T=1 22.46
@@ -252,6 +301,13 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     cs = int(cfg.pop("CS", counter_stride()))
     if spin and interpreting():
         raise ValueError("SPIN_SLEEP > 0 is inline PTX: the Triton interpreter cannot run it")
+    cfg.setdefault("SHARED_FIRST", bool(env_int("MOELAB_PAIRS_SHARED_FIRST", PAIRS_SHARED_FIRST)))
+    # (Bulk prefetches take 16-byte-aligned addresses: the shared weights' rows must keep that alignment.)
+    cfg.setdefault("SHARED_PF", T <= env_int("MOELAB_PAIRS_SHARED_PF", PAIRS_SHARED_PF_MAX_T) and pdl
+                   and shared is not None and (H * x.element_size()) % 16 == 0
+                   and all(w.data_ptr() % 16 == 0 and w.is_contiguous() for w in shared[:2]))
+    if cfg["SHARED_PF"] and interpreting():
+        raise ValueError("SHARED_PF is inline PTX (sm_90 bulk prefetch): the Triton interpreter cannot run it")
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
     n_slots = T * k + (T if shared is not None else 0)
