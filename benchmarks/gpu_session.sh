@@ -1288,6 +1288,12 @@ case "${1:?stage A to G}" in
     run gpu-tests 150 python -m pytest tests/kernels/test_moe.py -k "shared_first or two_launches or pairs_runs" -q -p no:cacheprovider --tb=short -rf -x
     run ab-b1-35 220 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,sf=MOELAB_PAIRS_SHARED_FIRST,pf=MOELAB_PAIRS_SHARED_PF,both=MOELAB_PAIRS_SHARED_FIRST+MOELAB_PAIRS_SHARED_PF
     ;;
+  EW) # session 31: the recurrence asks L2 for the output projection's weight (MOELAB_GDN_PREFETCH = the most rows;
+      # 128 programs a 1/128 share each, behind their own loads). Predicted Qwen3.5 batch 1 -0.03..-0.09 ms a token.
+    run gpu-tests 100 python -m pytest tests/kernels/test_gdn.py -k "prefetch or matches or pdl" -q -p no:cacheprovider --tb=short -rf -x
+    run ab-b1-35 120 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,gp=MOELAB_GDN_PREFETCH:1
+    run ab-b8-35 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 2 --variants base,gp=MOELAB_GDN_PREFETCH:8
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
