@@ -20,6 +20,7 @@
 # gives the most rows (1 by default), so EM's and EN's "ci" variants time the default.
 # Session 31: ER's and ES's MOELAB_ROUTE_BITONIC now switches the route kernel only (on by default since ET); the
 # router's last arriver reads MOELAB_ROUTER_BITONIC (off), so ER's "bt" in the router is that switch now.
+# EW's MOELAB_GDN_PREFETCH lost (batch 1 2.70 -> 2.72, batch 8 8.24 -> 8.31 ms, H100) and is gone.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log
@@ -1288,7 +1289,7 @@ case "${1:?stage A to G}" in
     run gpu-tests 150 python -m pytest tests/kernels/test_moe.py -k "shared_first or two_launches or pairs_runs" -q -p no:cacheprovider --tb=short -rf -x
     run ab-b1-35 220 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,sf=MOELAB_PAIRS_SHARED_FIRST,pf=MOELAB_PAIRS_SHARED_PF,both=MOELAB_PAIRS_SHARED_FIRST+MOELAB_PAIRS_SHARED_PF
     ;;
-  EW) # session 31: the recurrence asks L2 for the output projection's weight (MOELAB_GDN_PREFETCH = the most rows;
+  EW) # session 31 (lost; the switch is gone): the recurrence asks L2 for the output projection's weight (MOELAB_GDN_PREFETCH = the most rows;
       # 128 programs a 1/128 share each, behind their own loads). Predicted Qwen3.5 batch 1 -0.03..-0.09 ms a token.
     run gpu-tests 100 python -m pytest tests/kernels/test_gdn.py -k "prefetch or matches or pdl" -q -p no:cacheprovider --tb=short -rf -x
     run ab-b1-35 120 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,gp=MOELAB_GDN_PREFETCH:1

@@ -231,48 +231,6 @@ def test_compiles_for_sm90(sm90, job):
     assert ptx[:wait].count("ld.global") <= {"gdn_conv": 4, "gdn_recurrence": 2, "gdn_norm_gate": 1}[job]
 
 
-def test_recurrence_prefetch_compiles_for_sm90(sm90):
-    """PF (the output projection's weight asked of L2): the bulk prefetches come after the wait and after the state's
-    loads (the state is the stream: it must not queue behind them), each predicated on a size above zero; the plain
-    chain kernel issues none."""
-    job, plain = sm90["gdn_recurrence_pf"], sm90["gdn_recurrence_pdl"]
-    assert "error" not in job, job.get("error")
-    ptx = job["ptx"]
-    assert "cp.async.bulk.prefetch" not in plain["ptx"]
-    pf = ptx.index("cp.async.bulk.prefetch.L2.global")
-    assert ptx.index("griddepcontrol.wait") < pf and ptx.rindex("ld.global", 0, pf) > ptx.index("griddepcontrol.wait")
-    assert ptx[ptx.index("griddepcontrol.wait"):pf].count("ld.global") >= 8  # the state's 16 KB slice at least
-
-
-def test_recurrence_prefetch_is_a_hint(monkeypatch):
-    """`prefetch=` changes nothing in the result or the state (on the CPU the chain is off, so it asks for nothing;
-    the GPU test runs it in a graph where the chain is on), and the switch reads $MOELAB_GDN_PREFETCH."""
-    g = torch.Generator().manual_seed(3)
-    B, HK, HV, DK, DV = 1, 2, 4, 16, 32
-    q, k = (torch.randn(B, HK, DK, generator=g).to(DEV) for _ in range(2))
-    v = torch.randn(B, HV, DV, generator=g).to(DEV)
-    b, a = (torch.randn(B, HV, generator=g).to(DEV) for _ in range(2))
-    a_log, dtb = torch.randn(HV, generator=g).to(DEV), torch.randn(HV, generator=g).to(DEV)
-    s0 = torch.randn(B, HV, DK, DV, generator=g).to(DEV)
-    w = torch.randn(64, HV * DV, generator=g).to(DEV)
-    monkeypatch.setenv("MOELAB_GDN_PREFETCH", "8")
-    assert gdn.gdn_prefetch_rows() == 8
-    s1, s2 = s0.clone(), s0.clone()
-    o1 = gdn.gdn_recurrence(q, k, v, b, a, a_log, dtb, s1)
-    o2 = gdn.gdn_recurrence(q, k, v, b, a, a_log, dtb, s2, prefetch=w)
-    if torch.cuda.is_available():  # in a graph, as the engine runs it: the chain (and so the prefetch) is on
-        s3 = s0.clone()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            o3 = gdn.gdn_recurrence(q, k, v, b, a, a_log, dtb, s3, prefetch=w)
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(o1, o3) and torch.equal(s1, s3)
-    assert torch.equal(o1, o2) and torch.equal(s1, s2)
-    monkeypatch.setenv("MOELAB_GDN_PREFETCH", "0")
-    assert gdn.gdn_prefetch_rows() == 0
-
-
 def test_gdn_pdl_is_on_by_default_and_never_off_the_chain(monkeypatch):
     monkeypatch.delenv("MOELAB_GDN_PDL", raising=False)
     monkeypatch.setattr(gdn, "chain_pdl", lambda device, rows: rows <= 16)

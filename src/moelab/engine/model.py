@@ -168,8 +168,6 @@ class GatedDeltaNet:
         self.a_log, self.dt_bias, self.norm = w[p + "gdn_a_log"], w[p + "gdn_dt_bias"], w[p + "gdn_norm"]
         self.conv = ops.get("gdn_conv", impl)
         self.recurrence = ops.get("gdn_recurrence", impl)
-        # moelab's recurrence may ask L2 for the output projection's weight (`kernels.gdn.gdn_prefetch_rows`)
-        self.recurrence_kw = {"prefetch": self.w_out} if impl == "moelab" else {}
         self.norm_gate = ops.get("gdn_norm_gate", impl)
         self.dense = dense_for(impl)
         self.linear_conv = ops.get("linear_conv", impl) if impl == "moelab" else None
@@ -185,7 +183,7 @@ class GatedDeltaNet:
         mixed = qkv if convolved else self.conv(qkv, cache.conv[self.i], self.conv_w)  # [B, (P,) C]
         q, k, v = mixed.split([nk * dk, nk * dk, nv * dv], dim=-1)
         o = self.recurrence(q.reshape(*lead, nk, dk), k.reshape(*lead, nk, dk), v.reshape(*lead, nv, dv), b, a,
-                            self.a_log, self.dt_bias, cache.state[self.i], **self.recurrence_kw)
+                            self.a_log, self.dt_bias, cache.state[self.i])
         return self.norm_gate(o, z.reshape(*lead, nv, dv), self.norm, cfg.rms_eps)
 
     def prefill(self, x: torch.Tensor, positions: torch.Tensor, batch: int, cache: KVCache) -> torch.Tensor:

@@ -33,21 +33,9 @@ _PROD = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 # by default since it was measured: Qwen3.5-35B-A3B batch 1, 2.45 -> 2.36 ms a token, the same tokens (H200, session
 # 27, ab-chain-nvidia-h200-20261206T005430.json; predicted -0.05..-0.12 ms). $MOELAB_GDN_PDL=0 turns it off.
 GDN_PDL = 1
-
-
-# The output projection's weight asked of L2 by the recurrence (session 31, prepared, unmeasured; off). At Qwen3.5 tp=1
-# batch 1 the recurrence is 128 latency-bound programs (~4.7 µs alone for 4 MB of state traffic) and the gated norm
-# ~1 µs; the output projection after them streams 16.8 MB (7.6 µs alone, floor 5.3; H100 profile …T040801). Each
-# program asks for 1/128 of it (131 KB) behind its own loads: stage Q's lesson was that the issuing kernel's own loads
-# must not queue behind the prefetch, and that one SM issues only ~0.5 TB/s. In the pair kernel the same hint (the
-# shared expert's weights before the PDL wait) took Qwen3.5 batch 1 from 2.83 to 2.72 ms on the H100.
-# Predicted: −1..−3 µs a linear-attention layer, −0.03..−0.09 ms a token at batch 1. $MOELAB_GDN_PREFETCH = the most
-# rows (0 for off).
-GDN_PREFETCH_ROWS = 0
-
-
-def gdn_prefetch_rows() -> int:
-    return env_int("MOELAB_GDN_PREFETCH", GDN_PREFETCH_ROWS)
+# (The recurrence asking L2 for the output projection's weight, 16.8 MB at Qwen3.5 tp=1, as 128 bulk-prefetch shares
+# behind its own loads, lost: H100, session 31, batch 1 2.70 -> 2.72 and batch 8 8.24 -> 8.31 ms a token,
+# h100/ab-chain-…T084533 and …T084639. Stage Q's o-projection prefetch from the attention split lost the same way.)
 
 
 def gdn_pdl(device: torch.device, rows: int) -> bool:
@@ -87,34 +75,17 @@ def _gdn_conv_kernel(x_ptr, st_ptr, w_ptr, o_ptr, C, T, s_xb, s_xt, s_sb, s_sc, 
 
 
 @triton.jit
-def _prefetch_next(pf_ptr, share, n_bytes, program, N_PF: tl.constexpr):
-    """Program `program` asks L2 for bytes [program·share, (program + 1)·share) of pf_ptr's n_bytes in N_PF bulk
-    prefetches (`cp.async.bulk.prefetch.L2`, sm_90: no registers hold the data, nothing waits for it). `share` is a
-    multiple of 16·N_PF, so every piece starts 16-byte aligned."""
-    piece = share // N_PF
-    off = program.to(tl.int64) * share + tl.arange(0, N_PF).to(tl.int64) * piece
-    size = (tl.minimum(tl.maximum(n_bytes - off, 0), piece) // 16 * 16).to(tl.int32)
-    base = pf_ptr.to(tl.pointer_type(tl.int8), bitcast=True)
-    tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
-        "=r,l,r", [base + off, size], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
 def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr, s_ptr, o_ptr,
                            HV, DK, DV, T, s_qb, s_qt, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bb, s_bt, s_ab, s_at,
                            s_ob, s_ot, s_oh, sqrt_dk,
-                           REP: tl.constexpr, DK_PAD: tl.constexpr, BLOCK_V: tl.constexpr, PDL: tl.constexpr = False,
-                           pf_ptr=None, pf_share=0, pf_bytes=0, PF: tl.constexpr = False, N_PF: tl.constexpr = 128):
+                           REP: tl.constexpr, DK_PAD: tl.constexpr, BLOCK_V: tl.constexpr, PDL: tl.constexpr = False):
     """Program (row b · value head h, block of BLOCK_V state columns), T tokens in order, all in fp32:
         g = −exp(A_log[h])·softplus(a + dt_bias[h]), β = sigmoid(b) (rounded to b's dtype),
         q̂ = q·rsqrt(Σq² + 1e-6)/√Dk, k̂ = k·rsqrt(Σk² + 1e-6) (key head h // REP; transformers' l2norm)
         S ← S·e^g;  S ← S + k̂ ⊗ β(v − k̂ᵀS);  o = q̂ᵀS
     S, the [Dk, BLOCK_V] slice, stays in registers across the tokens: read once, written once.
     (o from the undecayed state's two reductions side by side, q̂ᵀS and k̂ᵀS, one reduction level on o's path instead of
-    two, timed the same alone and end to end: H200, session 29, bench-gdn-…T051000, ab-chain-…T051111. Removed.)
-    PF: after its own loads are issued, each program asks L2 for its `pf_share` bytes of the next GEMV's weight
-    (`_prefetch_next`), while this latency-bound kernel and the gated norm leave HBM nearly idle."""
+    two, timed the same alone and end to end: H200, session 29, bench-gdn-…T051000, ab-chain-…T051111. Removed.)"""
     pid = tl.program_id(0)
     bi = (pid // HV).to(tl.int64)  # row offsets in int64: b·(row stride) passes 2³¹ at long prompts
     hv = pid % HV
@@ -145,9 +116,6 @@ def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr,
         u = tl.exp(tl.minimum(x, 20.0))
         softplus = tl.where(x > 20.0, x, tl.where(u < 1e-4, u * (1.0 - 0.5 * u), tl.log(1.0 + u)))
         bb = tl.load(b_ptr + bi * s_bb + t * s_bt + hv)
-        if PF:
-            if t == 0:  # behind this program's state, q, k, v, a and b requests
-                _prefetch_next(pf_ptr, pf_share, pf_bytes, pid * tl.num_programs(1) + tl.program_id(1), N_PF)
         beta = (1.0 / (1.0 + tl.exp(-bb.to(tl.float32)))).to(bb.dtype).to(tl.float32)  # sigmoid in b's dtype, as HF
         S = S * tl.exp(neg_a * softplus)
         kv = tl.sum(S * kn[:, None], axis=0)  # [BLOCK_V]
@@ -226,15 +194,13 @@ def gdn_conv(x: torch.Tensor, state: torch.Tensor, w: torch.Tensor) -> torch.Ten
     return out if x.dim() == 3 else out[:, 0]
 
 
-def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state, *, block_v: int | None = None, num_warps: int | None = None,
-                   prefetch: torch.Tensor | None = None):
+def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state, *, block_v: int | None = None, num_warps: int | None = None):
     """The gated delta rule for one token per sequence — q, k [B, Hk, Dk]; v [B, Hv, Dv] (Hv a multiple of Hk);
     b, a [B, Hv] — or for T tokens in order (a prefill: q, k [B, T, Hk, Dk], v [B, T, Hv, Dv], b, a [B, T, Hv]);
     a_log, dt_bias [Hv]; state [B, Hv, Dk, Dv] fp32, contiguous, updated in place -> o like v, in v's dtype.
     Contract as `moelab.ops.gdn.gdn_recurrence_reference`. `block_v` (a power of two): state columns per program,
     and `num_warps`, for benchmarks/bench_gdn.py; None takes $MOELAB_GDN_BLOCK_V and $MOELAB_GDN_WARPS (A/B
-    switches), else the defaults. `prefetch`: the next kernel's weight (the engine's output projection), which the
-    programs ask L2 for in the step's PDL chain up to `gdn_prefetch_rows()` rows (a hint: nothing else changes)."""
+    switches), else the defaults."""
     check_device(v, "gdn_recurrence: v")
     seq = v.dim() == 4
     if seq:
@@ -283,18 +249,11 @@ def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state, *, block_v: int | None 
             raise ValueError(f"gdn_recurrence: num_warps (or $MOELAB_GDN_WARPS) must be a power of two, "
                              f"not {num_warps}")
         pdl = gdn_pdl(v.device, B * T)  # read once: the kernel's wait and the launch attribute must agree
-        grid = (B * HV, cdiv(DV, block_v))
-        pf = {}
-        if (prefetch is not None and pdl and not seq and B <= gdn_prefetch_rows() and prefetch.is_contiguous()
-                and prefetch.data_ptr() % 16 == 0 and prefetch.device == v.device):
-            n_prog, n_bytes, n_pf = grid[0] * grid[1], prefetch.numel() * prefetch.element_size(), 128
-            share = cdiv(cdiv(n_bytes, n_prog), 16 * n_pf) * 16 * n_pf
-            pf = dict(pf_ptr=prefetch, pf_share=share, pf_bytes=n_bytes, PF=True, N_PF=n_pf)
-        _gdn_recurrence_kernel[grid](
+        _gdn_recurrence_kernel[(B * HV, cdiv(DV, block_v))](
             q_, k_, v_, b_, a_, a_log, dt_bias, state, o, HV, DK, DV, T, *q_.stride()[:3], *k_.stride()[:3],
             *v_.stride()[:3], *b_.stride()[:2], *a_.stride()[:2], *o.stride()[:3], DK ** 0.5,
             REP=HV // HK, DK_PAD=next_pow2(DK), BLOCK_V=block_v, num_warps=num_warps, PDL=pdl,
-            **pf, **({"launch_pdl": True} if pdl else {}))
+            **({"launch_pdl": True} if pdl else {}))
     return o if seq else o[:, 0]
 
 
