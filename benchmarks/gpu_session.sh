@@ -1248,7 +1248,8 @@ case "${1:?stage A to G}" in
     run gpu-tests 200 python -m pytest tests/engine/test_generate.py -k "conv or gdn or qwen3_5" -q -p no:cacheprovider --tb=short -rf
     run decode-qwen35 150 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1,8 --rows moelab
     ;;
-  EQ) # session 30 (for an H200): the README's Qwen3.5 records after the conv in the input projection (batch 1) and the
+  EQ) # (session 31: still to run; its decode records now also carry the bitonic route and the shared expert's L2
+      # prefetch, both measured on an H100 only.) session 30 (for an H200): the README's Qwen3.5 records after the conv in the input projection (batch 1) and the
       # router rule (one launch at one row only above 128 experts; batch 8 8.36 -> 8.32 ms on the H100), that rule's
       # A/B on the H200 (fr8 = the earlier 8 rows), and the tp=1 profile the README shows.
     run ab-b8 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 3 --variants base,fr8=MOELAB_FUSED_ROUTER_MAX_T:8
@@ -1294,6 +1295,13 @@ case "${1:?stage A to G}" in
     run gpu-tests 100 python -m pytest tests/kernels/test_gdn.py -k "prefetch or matches or pdl" -q -p no:cacheprovider --tb=short -rf -x
     run ab-b1-35 120 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,gp=MOELAB_GDN_PREFETCH:1
     run ab-b8-35 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 2 --variants base,gp=MOELAB_GDN_PREFETCH:8
+    ;;
+  EX) # session 31, for the next device session (any Hopper; an H200 for the README): the shared expert's L2 prefetch
+      # against its dry control (MOELAB_PAIRS_SHARED_PF_DRY: the same kernel, 90 registers, every size 0) and off
+      # (MOELAB_PAIRS_SHARED_PF:0: 80 registers). On the H100 base 2.72 against off 2.83 ms; if dry ties base, the
+      # registers (6 -> 5 phase-1 programs an SM) bought it, not the prefetch, and the comment must say so.
+    run gpu-tests 120 python -m pytest tests/kernels/test_moe.py -k "shared_first or two_launches" -q -p no:cacheprovider --tb=short -rf -x
+    run ab-b1-35 200 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 5 --variants base,dry=MOELAB_PAIRS_SHARED_PF_DRY,off=MOELAB_PAIRS_SHARED_PF:0
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

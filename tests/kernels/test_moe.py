@@ -729,8 +729,9 @@ def test_pairs_shared_first_gives_the_default_output_bitwise(T, two, monkeypatch
     assert int(counters(x.device, 1, "moe").abs().sum()) == 0
     assert rel(b, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
     if not interpreting():  # on the GPU also with the shared weights prefetched (a hint: the same bytes are read)
-        c = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=dict(cfg, SHARED_PF=True))
-        assert torch.equal(a, c)
+        for on in (1, 0):  # 0: the dry control, the same code issuing nothing
+            c = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=dict(cfg, SHARED_PF=True, pf_on=on))
+            assert torch.equal(a, c)
 
 
 def test_pairs_shared_prefetch_is_refused_under_the_interpreter(monkeypatch):

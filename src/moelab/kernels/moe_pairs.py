@@ -29,12 +29,14 @@ from moelab.kernels.probe import now_ns, sm_id
 
 
 @triton.jit
-def _prefetch_shared(sw13_ptr, sw2_ptr, ib, H, IS, BLOCK_I: tl.constexpr, N_IBLK: tl.constexpr, N_PF: tl.constexpr):
+def _prefetch_shared(sw13_ptr, sw2_ptr, ib, H, IS, on, BLOCK_I: tl.constexpr, N_IBLK: tl.constexpr,
+                     N_PF: tl.constexpr):
     """Phase-1 block ib of a shared-expert slot asks L2 for the bytes the shared expert will read: its gate rows, its
     up rows ([2·IS, H], contiguous) and its 1/N_IBLK share of the shared w2 ([H, IS], contiguous), N_PF bulk
     prefetches a region (`cp.async.bulk.prefetch.L2`, sm_90: no registers, no wait, nothing returned). Issued before
     the PDL wait: the shared expert's weights are the only expert bytes known before the routing, and HBM is nearly
-    idle while the router runs (it reads E·H·2 bytes: 1 MB at Qwen3.5-35B-A3B)."""
+    idle while the router runs (it reads E·H·2 bytes: 1 MB at Qwen3.5-35B-A3B). `on` (a runtime 0 or 1) scales every
+    size: at 0 the same code issues nothing, the control for what the prefetch itself buys."""
     EB: tl.constexpr = sw13_ptr.dtype.element_ty.primitive_bitwidth // 8
     rows = tl.minimum(tl.maximum(IS - ib * BLOCK_I, 0), BLOCK_I)
     N_ALL: tl.constexpr = 4 * N_PF
@@ -45,7 +47,7 @@ def _prefetch_shared(sw13_ptr, sw2_ptr, ib, H, IS, BLOCK_I: tl.constexpr, N_IBLK
     n_bytes = tl.where(region >= 2, tl.minimum(tl.maximum(H * IS * EB - ib * w2_share, 0), w2_share), n_bytes)
     piece = tl.where(region >= 2, w2_share // (2 * N_PF), tl.cdiv(n_bytes, 16 * N_PF) * 16)
     k = tl.where(region >= 2, j - 2 * N_PF, j % N_PF)
-    size = tl.minimum(tl.maximum(n_bytes - k * piece, 0), piece) // 16 * 16  # nothing past the region's end
+    size = tl.minimum(tl.maximum(n_bytes - k * piece, 0), piece) // 16 * 16 * on  # nothing past the region's end
     b13 = sw13_ptr.to(tl.pointer_type(tl.int8), bitcast=True)
     b2 = sw2_ptr.to(tl.pointer_type(tl.int8), bitcast=True)
     start = tl.where(region == 0, ib * BLOCK_I * H * EB, (IS + ib * BLOCK_I) * H * EB) + k * piece
@@ -55,7 +57,7 @@ def _prefetch_shared(sw13_ptr, sw2_ptr, ib, H, IS, BLOCK_I: tl.constexpr, N_IBLK
         "=r,l,r", [addr, size.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["pf_on"])
 def _moe_pairs_kernel(
     # pointers
     x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K]
@@ -82,6 +84,7 @@ def _moe_pairs_kernel(
     SHARED_FIRST: tl.constexpr = False,  # phase 1 runs the shared slots' blocks first (pids 0..T·N_IBLK-1)
     SHARED_PF: tl.constexpr = False,  # with USE_PDL: shared-slot phase-1 blocks prefetch their weights before the wait
     N_PF: tl.constexpr = 32,  # SHARED_PF: bulk prefetches per region and program (4·N_PF ≥ the threads: none idle)
+    pf_on=1,  # SHARED_PF: 0 issues nothing from the same code (the dry control, $MOELAB_PAIRS_SHARED_PF_DRY)
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
@@ -92,7 +95,7 @@ def _moe_pairs_kernel(
         s1 = (s1 + P) % N_SLOTS  # 0..T-1 -> the shared slots P..P+T-1, then the routed slots in order
     if SHARED_PF and USE_PDL and HAS_SHARED and PHASE != 2:
         if (pid < N1) & (s1 == P):  # every token's shared slot reads the same weights: the first asks for them
-            _prefetch_shared(sw13_ptr, sw2_ptr, pid % N_IBLK, H, IS, BLOCK_I, N_IBLK, N_PF)
+            _prefetch_shared(sw13_ptr, sw2_ptr, pid % N_IBLK, H, IS, pf_on, BLOCK_I, N_IBLK, N_PF)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the routing, x and the counters all follow the router's completion
     if TRIGGER and PHASE == 1:
@@ -226,7 +229,10 @@ PAIRS_TWO_MIN_T = 2
 # (ab-chain-…T083523, …T083621; three and five rounds, the same tokens) 2.83 → **2.72 ms**; at batch 2 3.64 → 3.69
 # with every shared slot asking (…T083704) and 3.64 → 3.68 with the first only (…T083907; the base's spread 3 %). So
 # up to PAIRS_SHARED_PF_MAX_T tokens ($MOELAB_PAIRS_SHARED_PF, 0 for off). In the one-kernel form (the tp=4 shard's
-# T=1) phase 2 sets the registers (205 either way); that form is unmeasured. SHARED_FIRST (those blocks first in the grid, MOELAB_PAIRS_SHARED_FIRST) tied
+# T=1) phase 2 sets the registers (205 either way); that form is unmeasured. The gain is larger than the shared
+# expert's 6.3 MB take to stream (2 µs a layer at 3.1 TB/s, against 2.75 µs measured), and the kernel changed in two
+# ways: the prefetch, and 10 more registers. $MOELAB_PAIRS_SHARED_PF_DRY=1 runs the same code with every size 0, the
+# control that separates them (stage EX, not yet run). SHARED_FIRST (those blocks first in the grid, MOELAB_PAIRS_SHARED_FIRST) tied
 # without the prefetch (2.83 / 2.83) and with it (2.74 against 2.72): off.
 PAIRS_SHARED_PF_MAX_T = 1
 PAIRS_SHARED_FIRST = 0
@@ -308,6 +314,8 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
                    and all(w.data_ptr() % 16 == 0 and w.is_contiguous() for w in shared[:2]))
     if cfg["SHARED_PF"] and interpreting():
         raise ValueError("SHARED_PF is inline PTX (sm_90 bulk prefetch): the Triton interpreter cannot run it")
+    # The dry control: the same kernel (registers, occupancy, code) with every prefetch's size 0.
+    cfg.setdefault("pf_on", 0 if env_int("MOELAB_PAIRS_SHARED_PF_DRY", 0) else 1)
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
     n_slots = T * k + (T if shared is not None else 0)
