@@ -1303,6 +1303,14 @@ case "${1:?stage A to G}" in
     run gpu-tests 120 python -m pytest tests/kernels/test_moe.py -k "shared_first or two_launches" -q -p no:cacheprovider --tb=short -rf -x
     run ab-b1-35 200 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 5 --variants base,dry=MOELAB_PAIRS_SHARED_PF_DRY,off=MOELAB_PAIRS_SHARED_PF:0
     ;;
+  EY) # session 31 (prepared, not run): the next kernel's weight asked of L2 by the pair kernel's first blocks (one an
+      # SM) while they wait for the router (MOELAB_PAIRS_NEXT_PF = MB, _LAST = with an evict-last policy). Predicted
+      # Qwen3-30B-A3B batch 1 with 8 MB: -0.05..-0.1 ms a token if the lines outlive the MoE's evict-first stream,
+      # nothing (or +0.01) if not; Qwen3.5 likewise with its input projection (50 MB) behind 30 of its 40 MoE layers.
+    run gpu-tests 150 python -m pytest tests/kernels/test_moe.py tests/engine/test_generate.py -k "next_weight or shared_first or match_transformers" -q -p no:cacheprovider --tb=short -rf -x
+    run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,n4=MOELAB_PAIRS_NEXT_PF:4,n8=MOELAB_PAIRS_NEXT_PF:8,n8l=MOELAB_PAIRS_NEXT_PF:8+MOELAB_PAIRS_NEXT_PF_LAST
+    run ab-b1-35 200 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,n4=MOELAB_PAIRS_NEXT_PF:4,n8l=MOELAB_PAIRS_NEXT_PF:8+MOELAB_PAIRS_NEXT_PF_LAST
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

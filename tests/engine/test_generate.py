@@ -235,6 +235,26 @@ def test_random_weights_keep_activations_unit_size(checkpoint, family, layers):
     assert torch.isfinite(logits).all() and 0.2 < logits.float().std().item() < 5.0
 
 
+def test_moe_layers_hand_the_next_weight_to_the_experts(checkpoint):
+    """moelab's MoE layers pass their experts' kernel the weight read right after them (a hint it may ask L2 for,
+    `moe_pairs.pairs_next_pf_bytes`): the next layer's qkv after an attention layer's turn, its Gated DeltaNet input
+    projection, and the LM head after the last layer; the eager model passes nothing."""
+    _, folder = checkpoint("qwen3_5_moe_text", num_hidden_layers=5)
+    cfg = engine_config(*resolve(folder))
+    w = random_weights(cfg, torch.float32, torch.device("cpu"), seed=0)
+    model = Model(cfg, w, impl="moelab")
+    kinds = [type(m).__name__ for m, *_ in model.layers]
+    assert "Attention" in kinds and "GatedDeltaNet" in kinds
+    for i, (_, mlp, _, _) in enumerate(model.layers):
+        got = mlp.moe_kw["prefetch"]
+        if i + 1 == len(model.layers):
+            assert got is model.lm_head
+        else:
+            nxt = model.layers[i + 1][0]
+            assert got is (nxt.qkv if kinds[i + 1] == "Attention" else nxt.w_in), (i, kinds[i + 1])
+    assert all(mlp.moe_kw == {} for _, mlp, _, _ in Model(cfg, w, impl="eager").layers)
+
+
 # ------------------------------------------------------------------------------------------ the command
 
 def _invoke(args):

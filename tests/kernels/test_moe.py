@@ -734,6 +734,46 @@ def test_pairs_shared_first_gives_the_default_output_bitwise(T, two, monkeypatch
             assert torch.equal(a, c)
 
 
+@pytest.mark.parametrize("last", ["0", "1"])
+def test_pairs_next_weight_prefetch_is_a_hint(last, monkeypatch):
+    """`prefetch=` (the next kernel's weight, asked of L2 by the routed blocks before the PDL wait when
+    $MOELAB_PAIRS_NEXT_PF MB > 0, evict-last with $MOELAB_PAIRS_NEXT_PF_LAST): the output is bitwise the same. On the
+    CPU the chain is off, so nothing is asked; on the GPU in a graph, where it is on, the hint runs."""
+    from moelab.kernels.moe_pairs import moe_pairs, pairs_next_pf_bytes
+    monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF", "1")
+    monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF_LAST", last)
+    assert pairs_next_pf_bytes() == 1 << 20
+    dt = torch.float16 if DEV == "cpu" else torch.bfloat16
+    x, w13, w2, w, ids, sh = make(1, 16, 96, 48, 4, dt, seed=11, shared=(40, True))
+    nxt = torch.randn(1 << 19, 2, device=DEV, dtype=dt)  # 2 MB: more than is asked for
+    cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
+    a = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, 96, x.dtype), config=cfg)
+    b = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, 96, x.dtype), config=cfg, prefetch=nxt)
+    assert torch.equal(a, b)
+    if torch.cuda.is_available():
+        out = poisoned(1, 96, x.dtype)
+        moe_pairs(x, w13, w2, w, ids, sh, out=out, config=cfg, prefetch=nxt)  # compile outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            moe_pairs(x, w13, w2, w, ids, sh, out=out, config=cfg, prefetch=nxt)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(a, out)
+
+
+def test_pairs_next_weight_prefetch_compiles_for_sm90(sm90):
+    """NEXT_PF at Qwen3-30B-A3B's T=1: the routed blocks' bulk prefetch comes before the PDL wait, with an evict-last
+    cache policy in the NEXT_LAST form only."""
+    for name in ("moe_pairs_next_pf", "moe_pairs_next_pf_last"):
+        job = sm90[name]
+        assert "error" not in job, (name, job.get("error"))
+        ptx = job["ptx"]
+        pf = ptx.index("cp.async.bulk.prefetch.L2.global")
+        assert pf < ptx.index("griddepcontrol.wait"), name
+        assert ("L2::cache_hint" in ptx[pf:pf + 120]) == name.endswith("_last"), name
+
+
 def test_pairs_shared_prefetch_is_refused_under_the_interpreter(monkeypatch):
     """SHARED_PF is inline PTX (a bulk L2 prefetch): under the interpreter a request for it is refused by name rather
     than silently dropped; in stream order (no PDL, as on the CPU) the env switch alone asks for nothing."""

@@ -218,6 +218,7 @@ class MoE:
         self.fused_router = ops.get("router", impl) if impl == "moelab" else None
         self.norm_router = ops.get("add_rmsnorm_router", impl) if impl == "moelab" else None
         self.dense = dense_for(impl)
+        self.moe_kw: dict = {}  # moelab: {"prefetch": the next layer's first weight}, set by Model
 
     def fuses_norm(self, rows: int) -> bool:
         """Whether the post-attention norm runs inside the router's launch (`with_norm`): moelab's kernels, up to
@@ -228,7 +229,7 @@ class MoE:
         """The post-attention add + RMSNorm, the router and the experts: (out, new_residual)."""
         x, residual, weights, ids = self.norm_router(h, residual, norm, eps, self.router, self.cfg.top_k, "softmax",
                                                      self.cfg.norm_topk_prob, offset=self.cfg.offset_norm)
-        return self.fused_moe(x, self.w13, self.w2, weights, ids, self.shared), residual
+        return self.fused_moe(x, self.w13, self.w2, weights, ids, self.shared, **self.moe_kw), residual
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         k, renorm = self.cfg.top_k, self.cfg.norm_topk_prob
@@ -242,7 +243,7 @@ class MoE:
             # took batch 8 over (kernels/router.py).
             logits = self.dense(x, self.router)  # [T, E]
             weights, ids = self.route(logits, k, "softmax", renorm)  # [T, k]
-        return self.fused_moe(x, self.w13, self.w2, weights, ids, self.shared)
+        return self.fused_moe(x, self.w13, self.w2, weights, ids, self.shared, **self.moe_kw)
 
 
 class DenseMLP:
@@ -277,6 +278,11 @@ class Model:
             mlp = MoE if cfg.is_moe(i) else DenseMLP
             self.layers.append((MIXERS[kind](cfg, weights, i, impl), mlp(cfg, weights, i, impl),
                                 weights[f"layers.{i}.input_norm"], weights[f"layers.{i}.post_norm"]))
+        if impl == "moelab":  # each MoE layer's kernel may ask L2 for the weight read after it (`moe_pairs`)
+            for (_, mlp, _, _), nxt in zip(self.layers, [m for m, *_ in self.layers[1:]] + [None]):
+                if isinstance(mlp, MoE):
+                    w_next = self.lm_head if nxt is None else nxt.qkv if isinstance(nxt, Attention) else nxt.w_in
+                    mlp.moe_kw = {"prefetch": w_next}
 
     def _run(self, tokens: torch.Tensor, mix) -> torch.Tensor:
         eps, off = self.cfg.rms_eps, self.cfg.offset_norm

@@ -19,6 +19,8 @@ The shared expert, if any, is one more slot per token, weighted by sigmoid(share
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -57,6 +59,26 @@ def _prefetch_shared(sw13_ptr, sw2_ptr, ib, H, IS, on, BLOCK_I: tl.constexpr, N_
         "=r,l,r", [addr, size.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
 
 
+@triton.jit
+def _prefetch_range(ptr, share, n_bytes, program, N: tl.constexpr, EVICT_LAST: tl.constexpr):
+    """Program `program` asks L2 for bytes [program·share, (program + 1)·share) of the first n_bytes at ptr, in N bulk
+    prefetches (`cp.async.bulk.prefetch.L2`; `share` a multiple of 16·N, so every piece is 16-byte aligned), with an
+    evict-last cache policy if EVICT_LAST (so the stream of evict-first weight loads after it passes them by)."""
+    piece = share // N
+    off = program.to(tl.int64) * share + tl.arange(0, N).to(tl.int64) * piece
+    size = (tl.minimum(tl.maximum(n_bytes - off, 0), piece) // 16 * 16).to(tl.int32)
+    base = ptr.to(tl.pointer_type(tl.int8), bitcast=True)
+    if EVICT_LAST:
+        tl.inline_asm_elementwise(
+            "{ .reg .pred p; .reg .b64 pol; setp.gt.s32 p, $2, 0; createpolicy.fractional.L2::evict_last.b64 pol, 1.0; "
+            "@p cp.async.bulk.prefetch.L2.global.L2::cache_hint [$1], $2, pol; mov.u32 $0, 0; }",
+            "=r,l,r", [base + off, size], dtype=tl.int32, is_pure=False, pack=1)
+    else:
+        tl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+            "=r,l,r", [base + off, size], dtype=tl.int32, is_pure=False, pack=1)
+
+
 @triton.jit(do_not_specialize=["pf_on"])
 def _moe_pairs_kernel(
     # pointers
@@ -85,6 +107,9 @@ def _moe_pairs_kernel(
     SHARED_PF: tl.constexpr = False,  # with USE_PDL: shared-slot phase-1 blocks prefetch their weights before the wait
     N_PF: tl.constexpr = 32,  # SHARED_PF: bulk prefetches per region and program (4·N_PF ≥ the threads: none idle)
     pf_on=1,  # SHARED_PF: 0 issues nothing from the same code (the dry control, $MOELAB_PAIRS_SHARED_PF_DRY)
+    next_ptr=None, next_share=0, next_bytes=0, next_progs=0,  # NEXT_PF: the next kernel's weight, a share a block
+    NEXT_PF: tl.constexpr = False,  # with USE_PDL: the first phase-1 blocks ask L2 for next_bytes of it before the wait
+    NEXT_LAST: tl.constexpr = False,  # NEXT_PF with an evict-last policy
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
@@ -96,6 +121,12 @@ def _moe_pairs_kernel(
     if SHARED_PF and USE_PDL and HAS_SHARED and PHASE != 2:
         if (pid < N1) & (s1 == P):  # every token's shared slot reads the same weights: the first asks for them
             _prefetch_shared(sw13_ptr, sw2_ptr, pid % N_IBLK, H, IS, pf_on, BLOCK_I, N_IBLK, N_PF)
+    if NEXT_PF and USE_PDL and PHASE != 2:
+        N_NEXT: tl.constexpr = 4 * N_PF
+        # The first next_progs blocks (one an SM: those the GPU makes resident first, so they ask while the router
+        # runs; a block started after it would ask just before its own weight stream)
+        if pid < next_progs:
+            _prefetch_range(next_ptr, next_share, next_bytes, pid, N_NEXT, NEXT_LAST)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the routing, x and the counters all follow the router's completion
     if TRIGGER and PHASE == 1:
@@ -236,6 +267,15 @@ PAIRS_TWO_MIN_T = 2
 # without the prefetch (2.83 / 2.83) and with it (2.74 against 2.72): off.
 PAIRS_SHARED_PF_MAX_T = 1
 PAIRS_SHARED_FIRST = 0
+# The next kernel's weight before the PDL wait (session 31, prepared, unmeasured; off). The routed slots' phase-1 blocks
+# wait for the router too (768 at Qwen3-30B-A3B T=1, 512 at Qwen3.5), with nothing of theirs known; the first of them,
+# one an SM (at Qwen3-30B-A3B's 2 an SM only 264 of the 1,280 are resident at first), ask. The engine hands
+# the MoE its next layer's first projection (qkv: 21 MB at Qwen3-30B-A3B; the Gated DeltaNet input projection: 50 MB
+# at Qwen3.5), and these blocks ask L2 for its first PAIRS_NEXT_PF_MB ($MOELAB_PAIRS_NEXT_PF) while the router runs.
+# It pays only if those lines outlive the MoE's own stream (75 MB at Qwen3-30B-A3B, read evict-first); with
+# $MOELAB_PAIRS_NEXT_PF_LAST=1 they are asked for with an evict-last policy. Predicted at Qwen3-30B-A3B batch 1 with
+# 8 MB: −1..−2 µs a layer (the qkv GEMV reads 8 of its 21 MB from L2), −0.05..−0.1 ms a token; nothing if L2 drops them.
+PAIRS_NEXT_PF_MB = 0
 # (Phase 1 as a persistent kernel, 1-4 programs an SM walking its blocks slot by slot so that slots become ready in turn
 # and phase-2 programs resident beside them stream ready slots' w2 early, lost: session 30, H200, sweep-moe-block-
 # persist-…T0657, alone at best a tie at T=1-4 (Qwen3 T=1 24.83 against one kernel's 25.11 ± 2.2, Qwen3.5 T=1 22.46
@@ -290,7 +330,18 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=bk2, num_warps=4, SPIN_SLEEP=sleep)
 
 
-def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None, probe=None):
+@functools.cache
+def _sms(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def pairs_next_pf_bytes() -> int:
+    """Bytes of the next kernel's weight the routed phase-1 blocks ask L2 for at T=1 ($MOELAB_PAIRS_NEXT_PF, in MB)."""
+    return env_int("MOELAB_PAIRS_NEXT_PF", PAIRS_NEXT_PF_MB) << 20
+
+
+def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None, probe=None,
+              prefetch: torch.Tensor | None = None):
     """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]. `probe`, for
     benchmarks/probe_timeline.py: an int64 CUDA buffer of ≥ 4 values per program, filled with per-program timestamps."""
     T, H = x.shape
@@ -316,6 +367,13 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
         raise ValueError("SHARED_PF is inline PTX (sm_90 bulk prefetch): the Triton interpreter cannot run it")
     # The dry control: the same kernel (registers, occupancy, code) with every prefetch's size 0.
     cfg.setdefault("pf_on", 0 if env_int("MOELAB_PAIRS_SHARED_PF_DRY", 0) else 1)
+    n_next = min(pairs_next_pf_bytes(), prefetch.numel() * prefetch.element_size()) if prefetch is not None else 0
+    if (n_next > 0 and pdl and T == 1 and prefetch.is_contiguous() and prefetch.data_ptr() % 16 == 0
+            and prefetch.device == x.device and not interpreting()):
+        n_prog = min(T * k * cdiv(max(I, IS), cfg["BLOCK_I"]), _sms(x.device.index or 0))  # the routed slots' first blocks
+        unit = 16 * 4 * cfg.get("N_PF", 32)
+        cfg.update(next_ptr=prefetch, next_share=cdiv(cdiv(n_next, n_prog), unit) * unit, next_bytes=n_next,
+                   next_progs=n_prog, NEXT_PF=True, NEXT_LAST=bool(env_int("MOELAB_PAIRS_NEXT_PF_LAST", 0)))
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
     n_slots = T * k + (T if shared is not None else 0)

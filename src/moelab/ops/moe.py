@@ -225,11 +225,13 @@ def route(router_logits, k, scoring="softmax", renormalize=True, *, correction_b
                   topk_group=topk_group, scaling=scaling, out=out)
 
 
-def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, validate=None):
+def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, validate=None, prefetch=None):
     """moelab's fused MoE: direct-routed at decode sizes, grouped tensor-core GEMMs at large T. validate: the ids'
-    host check (a sync; on by default outside graph capture), off for ids a moelab routing kernel made."""
+    host check (a sync; on by default outside graph capture), off for ids a moelab routing kernel made. prefetch:
+    the next kernel's weight, a hint for L2 (`kernels.moe.fused_moe`)."""
     from moelab.kernels.moe import fused_moe as _fused_moe
-    return _fused_moe(x, w13, w2, topk_weights, topk_ids, shared=shared, out=out, validate=validate)
+    return _fused_moe(x, w13, w2, topk_weights, topk_ids, shared=shared, out=out, validate=validate,
+                      prefetch=prefetch)
 
 
 def moe_block_reference(x, router_logits, w13, w2, k, renormalize=True, shared=None):
