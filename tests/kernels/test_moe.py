@@ -762,6 +762,46 @@ def test_pairs_next_weight_prefetch_is_a_hint(last, monkeypatch):
         assert torch.equal(a, out)
 
 
+def test_pairs_launcher_asks_for_the_prefetches_only_in_the_chain(monkeypatch):
+    """The launcher's side of SHARED_PF and NEXT_PF, with the chain forced on and the kernel replaced by a recorder (the
+    inline PTX cannot run here): at T=1 in the chain both are asked for, the next weight's first MB split over one
+    block an SM in 16-byte-aligned shares that cover it; at T=2 neither (PAIRS_SHARED_PF_MAX_T and NEXT_PF are T=1);
+    with $MOELAB_PAIRS_NEXT_PF=0 or no weight handed over, no NEXT_PF; out of the chain, nothing."""
+    from moelab.kernels import moe_pairs as mp
+    calls = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: calls.append(kw)
+
+    monkeypatch.setattr(mp, "_moe_pairs_kernel", Recorder())
+    monkeypatch.setattr(mp, "interpreting", lambda: False)
+    monkeypatch.setattr(mp, "_sms", lambda index: 4)
+    monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF", "1")
+    monkeypatch.delenv("MOELAB_PAIRS_SHARED_PF", raising=False)
+    cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
+    nxt = torch.zeros(1 << 20, dtype=torch.float16)  # 2 MB
+
+    def launch(T, chain=True, prefetch=nxt):
+        monkeypatch.setattr(mp, "chain_pdl", lambda device, rows: chain)
+        x, w13, w2, w, ids, sh = make(T, 16, 96, 48, 4, torch.float16, seed=T, shared=(40, True))
+        calls.clear()
+        mp.moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, 96, x.dtype), config=dict(cfg), prefetch=prefetch)
+        return calls[0]
+
+    kw = launch(1)
+    assert kw["SHARED_PF"] and kw["NEXT_PF"] and kw["USE_PDL"] and kw["next_progs"] == 4
+    assert kw["next_bytes"] == 1 << 20 and kw["next_share"] % (16 * 4 * kw.get("N_PF", 32)) == 0
+    assert kw["next_share"] * kw["next_progs"] >= kw["next_bytes"] and kw["next_ptr"] is nxt
+    kw = launch(2)
+    assert not kw["SHARED_PF"] and not kw.get("NEXT_PF", False)
+    assert not launch(1, prefetch=None).get("NEXT_PF", False)
+    kw = launch(1, chain=False)
+    assert not kw["SHARED_PF"] and not kw.get("NEXT_PF", False) and not kw["USE_PDL"]
+    monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF", "0")
+    assert not launch(1).get("NEXT_PF", False)
+
+
 def test_pairs_next_weight_prefetch_compiles_for_sm90(sm90):
     """NEXT_PF at Qwen3-30B-A3B's T=1: the routed blocks' bulk prefetch comes before the PDL wait, with an evict-last
     cache policy in the NEXT_LAST form only."""

@@ -263,8 +263,8 @@ PAIRS_TWO_MIN_T = 2
 # T=1) phase 2 sets the registers (205 either way); that form is unmeasured. The gain is larger than the shared
 # expert's 6.3 MB take to stream (2 µs a layer at 3.1 TB/s, against 2.75 µs measured), and the kernel changed in two
 # ways: the prefetch, and 10 more registers. $MOELAB_PAIRS_SHARED_PF_DRY=1 runs the same code with every size 0, the
-# control that separates them (stage EX, not yet run). SHARED_FIRST (those blocks first in the grid, MOELAB_PAIRS_SHARED_FIRST) tied
-# without the prefetch (2.83 / 2.83) and with it (2.74 against 2.72): off.
+# control that separates them (stage EX, not yet run). SHARED_FIRST (those blocks first in the grid,
+# $MOELAB_PAIRS_SHARED_FIRST) tied without the prefetch (2.83 / 2.83) and with it (2.74 against 2.72): off.
 PAIRS_SHARED_PF_MAX_T = 1
 PAIRS_SHARED_FIRST = 0
 # The next kernel's weight before the PDL wait (session 31, prepared, unmeasured; off). The routed slots' phase-1 blocks
@@ -367,19 +367,19 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
         raise ValueError("SHARED_PF is inline PTX (sm_90 bulk prefetch): the Triton interpreter cannot run it")
     # The dry control: the same kernel (registers, occupancy, code) with every prefetch's size 0.
     cfg.setdefault("pf_on", 0 if env_int("MOELAB_PAIRS_SHARED_PF_DRY", 0) else 1)
-    n_next = min(pairs_next_pf_bytes(), prefetch.numel() * prefetch.element_size()) if prefetch is not None else 0
-    if (n_next > 0 and pdl and T == 1 and prefetch.is_contiguous() and prefetch.data_ptr() % 16 == 0
-            and prefetch.device == x.device and not interpreting()):
-        n_prog = min(T * k * cdiv(max(I, IS), cfg["BLOCK_I"]), _sms(x.device.index or 0))  # the routed slots' first blocks
-        unit = 16 * 4 * cfg.get("N_PF", 32)
-        cfg.update(next_ptr=prefetch, next_share=cdiv(cdiv(n_next, n_prog), unit) * unit, next_bytes=n_next,
-                   next_progs=n_prog, NEXT_PF=True, NEXT_LAST=bool(env_int("MOELAB_PAIRS_NEXT_PF_LAST", 0)))
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
     n_slots = T * k + (T if shared is not None else 0)
     n_iblk = cdiv(i_max, cfg["BLOCK_I"])
     n_hblk = cdiv(H, cfg["BLOCK_H"])
     n1 = n_slots * n_iblk
+    n_next = min(pairs_next_pf_bytes(), prefetch.numel() * prefetch.element_size()) if prefetch is not None else 0
+    if (n_next > 0 and pdl and T == 1 and prefetch.is_contiguous() and prefetch.data_ptr() % 16 == 0
+            and prefetch.device == x.device and not interpreting()):
+        n_prog = min(T * k * n_iblk, _sms(x.device.index or 0))  # the first blocks (routed slots' at T=1)
+        unit = 16 * 4 * cfg.get("N_PF", 32)
+        cfg.update(next_ptr=prefetch, next_share=cdiv(cdiv(n_next, n_prog), unit) * unit, next_bytes=n_next,
+                   next_progs=n_prog, NEXT_PF=True, NEXT_LAST=bool(env_int("MOELAB_PAIRS_NEXT_PF_LAST", 0)))
     act = torch.empty(n_slots, i_max, dtype=x.dtype, device=x.device)
     part = torch.empty(n_slots, H, dtype=torch.float32, device=x.device)
     gw = torch.empty(T, dtype=torch.float32, device=x.device)
