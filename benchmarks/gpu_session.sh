@@ -1307,6 +1307,7 @@ case "${1:?stage A to G}" in
       # SM) while they wait for the router (MOELAB_PAIRS_NEXT_PF = MB, _LAST = with an evict-last policy). Predicted
       # Qwen3-30B-A3B batch 1 with 8 MB: -0.05..-0.1 ms a token if the lines outlive the MoE's evict-first stream,
       # nothing (or +0.01) if not; Qwen3.5 likewise with its input projection (50 MB) behind 30 of its 40 MoE layers.
+      # Registers (Triton 3.6): Qwen3-30B's one kernel 230 -> 223, Qwen3.5's phase 1 90 -> 90: no occupancy change.
     run gpu-tests 150 python -m pytest tests/kernels/test_moe.py tests/engine/test_generate.py -k "next_weight or shared_first or match_transformers" -q -p no:cacheprovider --tb=short -rf -x
     run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,n4=MOELAB_PAIRS_NEXT_PF:4,n8=MOELAB_PAIRS_NEXT_PF:8,n8l=MOELAB_PAIRS_NEXT_PF:8+MOELAB_PAIRS_NEXT_PF_LAST
     run ab-b1-35 200 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,n4=MOELAB_PAIRS_NEXT_PF:4,n8l=MOELAB_PAIRS_NEXT_PF:8+MOELAB_PAIRS_NEXT_PF_LAST

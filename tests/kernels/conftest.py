@@ -317,6 +317,8 @@ _consts = dict(_consts, N_SLOTS=9, S_PAD=16, N_IBLK=64, N1=576, HAS_SHARED=True,
 SM90_JOBS["moe_pairs_shared"] = (_module, _kernel, _types, dict(_consts, SHARED_FIRST=False, SHARED_PF=False, N_PF=32),
                                   *_rest)
 SM90_JOBS["moe_pairs_shared_pf"] = (_module, _kernel, _types, dict(_consts, SHARED_FIRST=True, SHARED_PF=True, N_PF=32), *_rest)
+SM90_JOBS["moe_pairs_shared_pf_next"] = (_module, _kernel, dict(_types, next_ptr="*bf16"),  # and NEXT_PF (its registers)
+                                         dict(_consts, SHARED_PF=True, N_PF=32, NEXT_PF=True, NEXT_LAST=False), *_rest)
 # The same at Qwen3-30B-A3B's T=1 (no shared expert) with the routed blocks asking L2 for the next kernel's weight before
 # the wait (NEXT_PF, session 31), with the default policy and with evict-last.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]
