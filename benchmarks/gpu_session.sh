@@ -1309,8 +1309,11 @@ case "${1:?stage A to G}" in
       # nothing (or +0.01) if not; Qwen3.5 likewise with its input projection (50 MB) behind 30 of its 40 MoE layers.
       # Registers (Triton 3.6): Qwen3-30B's one kernel 230 -> 223, Qwen3.5's phase 1 90 -> 90: no occupancy change.
     run gpu-tests 150 python -m pytest tests/kernels/test_moe.py tests/engine/test_generate.py -k "next_weight or shared_first or match_transformers" -q -p no:cacheprovider --tb=short -rf -x
-    run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,n4=MOELAB_PAIRS_NEXT_PF:4,n8=MOELAB_PAIRS_NEXT_PF:8,n8l=MOELAB_PAIRS_NEXT_PF:8+MOELAB_PAIRS_NEXT_PF_LAST
-    run ab-b1-35 200 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,n4=MOELAB_PAIRS_NEXT_PF:4,n8l=MOELAB_PAIRS_NEXT_PF:8+MOELAB_PAIRS_NEXT_PF_LAST
+      # self = MOELAB_PAIRS_SELF_PF: each phase-1 block asks L2 for its own 64 KB gate/up tile as soon as it knows its
+      # expert (session 7's one 64 KB register chunk lost 6 % on its 248 registers; this holds none: 222 and 88).
+      # Predicted -0.02..-0.05 ms a token if phase 1 is bound by bytes in flight, a tie or a loss if by HBM itself.
+    run ab-b1 240 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,n4=MOELAB_PAIRS_NEXT_PF:4,n8=MOELAB_PAIRS_NEXT_PF:8,n8l=MOELAB_PAIRS_NEXT_PF:8+MOELAB_PAIRS_NEXT_PF_LAST,self=MOELAB_PAIRS_SELF_PF
+    run ab-b1-35 220 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,n4=MOELAB_PAIRS_NEXT_PF:4,n8l=MOELAB_PAIRS_NEXT_PF:8+MOELAB_PAIRS_NEXT_PF_LAST,self=MOELAB_PAIRS_SELF_PF
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

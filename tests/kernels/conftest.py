@@ -330,7 +330,11 @@ SM90_JOBS["moe_pairs_next_pf_last"] = (_module, _kernel, dict(_types, next_ptr="
 for _name in [n_ for n_, j_ in SM90_JOBS.items() if j_[1] == "_moe_pairs_kernel"]:
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name] = (_module, _kernel, _types, {"SHARED_FIRST": False, "SHARED_PF": False, "N_PF": 32,
-                                                    "NEXT_PF": False, "NEXT_LAST": False, **_consts}, *_rest)
+                                                    "NEXT_PF": False, "NEXT_LAST": False, "SELF_PF": False,
+                                                    **_consts}, *_rest)
+# ... and each phase-1 block asking L2 for its own gate/up tile once it knows its expert (SELF_PF, session 31).
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]
+SM90_JOBS["moe_pairs_self_pf"] = (_module, _kernel, _types, dict(_consts, SELF_PF=True), *_rest)
 # The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
 for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]

@@ -732,6 +732,8 @@ def test_pairs_shared_first_gives_the_default_output_bitwise(T, two, monkeypatch
         for on in (1, 0):  # 0: the dry control, the same code issuing nothing
             c = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=dict(cfg, SHARED_PF=True, pf_on=on))
             assert torch.equal(a, c)
+        c = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=dict(cfg, SELF_PF=True))
+        assert torch.equal(a, c)  # each block's own tile asked of L2 first
 
 
 @pytest.mark.parametrize("last", ["0", "1"])
@@ -779,6 +781,7 @@ def test_pairs_launcher_asks_for_the_prefetches_only_in_the_chain(monkeypatch):
     monkeypatch.setattr(mp, "_sms", lambda index: 4)
     monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF", "1")
     monkeypatch.delenv("MOELAB_PAIRS_SHARED_PF", raising=False)
+    monkeypatch.delenv("MOELAB_PAIRS_SELF_PF", raising=False)
     cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
     nxt = torch.zeros(1 << 20, dtype=torch.float16)  # 2 MB
 
@@ -800,6 +803,21 @@ def test_pairs_launcher_asks_for_the_prefetches_only_in_the_chain(monkeypatch):
     assert not kw["SHARED_PF"] and not kw.get("NEXT_PF", False) and not kw["USE_PDL"]
     monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF", "0")
     assert not launch(1).get("NEXT_PF", False)
+    assert not launch(1)["SELF_PF"]
+    monkeypatch.setenv("MOELAB_PAIRS_SELF_PF", "1")  # T=1 only, in the chain or not (it needs no wait)
+    assert launch(1)["SELF_PF"] and launch(1, chain=False)["SELF_PF"] and not launch(2)["SELF_PF"]
+
+
+def test_pairs_self_prefetch_compiles_for_sm90(sm90):
+    """SELF_PF at Qwen3-30B-A3B's T=1: each phase-1 block's two bulk prefetches (its gate rows, its up rows) come
+    after the PDL wait (its expert is known only then) and before its first weight load."""
+    job = sm90["moe_pairs_self_pf"]
+    assert "error" not in job, job.get("error")
+    ptx = job["ptx"]
+    pf = ptx.index("cp.async.bulk.prefetch.L2.global")
+    assert ptx.index("griddepcontrol.wait") < pf
+    assert ptx.count("cp.async.bulk.prefetch.L2.global") == 2
+    assert "cp.async.bulk.prefetch" not in sm90["moe_pairs_backoff"]["ptx"]
 
 
 def test_pairs_next_weight_prefetch_compiles_for_sm90(sm90):

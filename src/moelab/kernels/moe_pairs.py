@@ -65,7 +65,7 @@ def _prefetch_range(ptr, share, n_bytes, program, N: tl.constexpr, EVICT_LAST: t
     prefetches (`cp.async.bulk.prefetch.L2`; `share` a multiple of 16·N, so every piece is 16-byte aligned), with an
     evict-last cache policy if EVICT_LAST (so the stream of evict-first weight loads after it passes them by)."""
     piece = share // N
-    off = program.to(tl.int64) * share + tl.arange(0, N).to(tl.int64) * piece
+    off = tl.arange(0, N).to(tl.int64) * piece + program * share  # program · share < 2³¹: the bytes asked for
     size = (tl.minimum(tl.maximum(n_bytes - off, 0), piece) // 16 * 16).to(tl.int32)
     base = ptr.to(tl.pointer_type(tl.int8), bitcast=True)
     if EVICT_LAST:
@@ -110,6 +110,7 @@ def _moe_pairs_kernel(
     next_ptr=None, next_share=0, next_bytes=0, next_progs=0,  # NEXT_PF: the next kernel's weight, a share a block
     NEXT_PF: tl.constexpr = False,  # with USE_PDL: the first phase-1 blocks ask L2 for next_bytes of it before the wait
     NEXT_LAST: tl.constexpr = False,  # NEXT_PF with an evict-last policy
+    SELF_PF: tl.constexpr = False,  # each phase-1 block asks L2 for its whole gate/up tile once it knows its expert
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
@@ -168,6 +169,12 @@ def _moe_pairs_kernel(
             s_row = tl.where(is_shared, H, s_w13r)
             offs_i = ib * BLOCK_I + tl.arange(0, BLOCK_I)
             imask = offs_i < I_s
+            if SELF_PF:  # the block's gate rows and up rows (each contiguous: rows of H) asked of L2 at once
+                NS: tl.constexpr = 4 * N_PF
+                nb = tl.minimum(I_s - ib * BLOCK_I, BLOCK_I) * H * (w13_ptr.dtype.element_ty.primitive_bitwidth // 8)
+                share = tl.cdiv(nb, 16 * NS) * 16 * NS
+                _prefetch_range(w_base + ib * BLOCK_I * s_row, share, nb, 0, NS, False)
+                _prefetch_range(w_base + (I_s + ib * BLOCK_I) * s_row, share, nb, 0, NS, False)
             act = _swiglu_rows(w_base, s_row, x_ptr + t * s_xt, offs_i, imask, I_s, H, BLOCK_I, BLOCK_K)
             tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
             if HAS_SHARED:
@@ -373,6 +380,11 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     n_iblk = cdiv(i_max, cfg["BLOCK_I"])
     n_hblk = cdiv(H, cfg["BLOCK_H"])
     n1 = n_slots * n_iblk
+    # SELF_PF (session 31, prepared, unmeasured; off): session 7's phase 1 with all of H in one register chunk
+    # (64 KB a program at once) lost 6 % at batch 1 on its 248 registers; a bulk L2 prefetch asks for the same 64 KB
+    # with none. Rows of H elements must be 16-byte multiples. $MOELAB_PAIRS_SELF_PF (0 or 1; T=1 only).
+    cfg.setdefault("SELF_PF", bool(env_int("MOELAB_PAIRS_SELF_PF", 0)) and T == 1 and not interpreting()
+                   and (H * x.element_size()) % 16 == 0 and w13.data_ptr() % 16 == 0 and w13.stride(1) == H)
     n_next = min(pairs_next_pf_bytes(), prefetch.numel() * prefetch.element_size()) if prefetch is not None else 0
     if (n_next > 0 and pdl and T == 1 and prefetch.is_contiguous() and prefetch.data_ptr() % 16 == 0
             and prefetch.device == x.device and not interpreting()):
