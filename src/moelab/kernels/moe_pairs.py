@@ -31,35 +31,6 @@ from moelab.kernels.probe import now_ns, sm_id
 
 
 @triton.jit
-def _prefetch_shared(sw13_ptr, sw2_ptr, ib, H, IS, on, BLOCK_I: tl.constexpr, N_IBLK: tl.constexpr,
-                     N_PF: tl.constexpr):
-    """Phase-1 block ib of a shared-expert slot asks L2 for the bytes the shared expert will read: its gate rows, its
-    up rows ([2·IS, H], contiguous) and its 1/N_IBLK share of the shared w2 ([H, IS], contiguous), N_PF bulk
-    prefetches a region (`cp.async.bulk.prefetch.L2`, sm_90: no registers, no wait, nothing returned). Issued before
-    the PDL wait: the shared expert's weights are the only expert bytes known before the routing, and HBM is nearly
-    idle while the router runs (it reads E·H·2 bytes: 1 MB at Qwen3.5-35B-A3B). `on` (a runtime 0 or 1) scales every
-    size: at 0 the same code issues nothing, the control for what the prefetch itself buys."""
-    EB: tl.constexpr = sw13_ptr.dtype.element_ty.primitive_bitwidth // 8
-    rows = tl.minimum(tl.maximum(IS - ib * BLOCK_I, 0), BLOCK_I)
-    N_ALL: tl.constexpr = 4 * N_PF
-    j = tl.arange(0, N_ALL)  # [gate | up | w2 | w2]: the w2 share in 2·N_PF pieces (it is the same size)
-    region = j // N_PF
-    n_bytes = tl.where(region == 0, rows * H * EB, tl.where(region == 1, rows * H * EB, 0))
-    w2_share = tl.cdiv(tl.cdiv(H * IS * EB, N_IBLK), 32 * N_PF) * 32 * N_PF  # bytes, whole 16-byte pieces
-    n_bytes = tl.where(region >= 2, tl.minimum(tl.maximum(H * IS * EB - ib * w2_share, 0), w2_share), n_bytes)
-    piece = tl.where(region >= 2, w2_share // (2 * N_PF), tl.cdiv(n_bytes, 16 * N_PF) * 16)
-    k = tl.where(region >= 2, j - 2 * N_PF, j % N_PF)
-    size = tl.minimum(tl.maximum(n_bytes - k * piece, 0), piece) // 16 * 16 * on  # nothing past the region's end
-    b13 = sw13_ptr.to(tl.pointer_type(tl.int8), bitcast=True)
-    b2 = sw2_ptr.to(tl.pointer_type(tl.int8), bitcast=True)
-    start = tl.where(region == 0, ib * BLOCK_I * H * EB, (IS + ib * BLOCK_I) * H * EB) + k * piece
-    addr = tl.where(region >= 2, b2 + ib * w2_share + k * piece, b13 + start)
-    tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
-        "=r,l,r", [addr, size.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
 def _prefetch_range(ptr, share, n_bytes, program, N: tl.constexpr, EVICT_LAST: tl.constexpr):
     """Program `program` asks L2 for bytes [program·share, (program + 1)·share) of the first n_bytes at ptr, in N bulk
     prefetches (`cp.async.bulk.prefetch.L2`; `share` a multiple of 16·N, so every piece is 16-byte aligned), with an
@@ -77,6 +48,25 @@ def _prefetch_range(ptr, share, n_bytes, program, N: tl.constexpr, EVICT_LAST: t
         tl.inline_asm_elementwise(
             "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
             "=r,l,r", [base + off, size], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _prefetch_shared(sw13_ptr, sw2_ptr, ib, H, IS, on, BLOCK_I: tl.constexpr, N_IBLK: tl.constexpr,
+                     N_PF: tl.constexpr):
+    """Phase-1 block ib of a shared-expert slot asks L2 for the bytes the shared expert will read: its gate rows, its
+    up rows ([2·IS, H], contiguous) and its 1/N_IBLK share of the shared w2 ([H, IS], contiguous), N_PF bulk
+    prefetches a region (`_prefetch_range`). Issued before the PDL wait: the shared expert's weights are the only
+    expert bytes known before the routing, and HBM is nearly idle while the router runs (it reads E·H·2 bytes: 1 MB at
+    Qwen3.5-35B-A3B). `on` (a runtime 0 or 1) scales every size: at 0 the same code issues nothing, the control for
+    what the prefetch itself buys."""
+    EB: tl.constexpr = sw13_ptr.dtype.element_ty.primitive_bitwidth // 8
+    rows = tl.minimum(tl.maximum(IS - ib * BLOCK_I, 0), BLOCK_I)
+    nb = rows * H * EB * on
+    share = tl.cdiv(nb, 16 * N_PF) * 16 * N_PF
+    _prefetch_range(sw13_ptr + ib * BLOCK_I * H, share, nb, 0, N_PF, False)  # gate rows
+    _prefetch_range(sw13_ptr + (IS + ib * BLOCK_I) * H, share, nb, 0, N_PF, False)  # up rows
+    w2_share = tl.cdiv(tl.cdiv(H * IS * EB, N_IBLK), 16 * N_PF) * 16 * N_PF  # bytes a block, whole 16-byte pieces
+    _prefetch_range(sw2_ptr, w2_share, H * IS * EB * on, ib, N_PF, False)
 
 
 @triton.jit(do_not_specialize=["pf_on"])
@@ -105,7 +95,7 @@ def _moe_pairs_kernel(
     PID0=0,  # PHASE 2: the first program's pid (N1)
     SHARED_FIRST: tl.constexpr = False,  # phase 1 runs the shared slots' blocks first (pids 0..T·N_IBLK-1)
     SHARED_PF: tl.constexpr = False,  # with USE_PDL: shared-slot phase-1 blocks prefetch their weights before the wait
-    N_PF: tl.constexpr = 32,  # SHARED_PF: bulk prefetches per region and program (4·N_PF ≥ the threads: none idle)
+    N_PF: tl.constexpr = 128,  # bulk prefetches a region and program (≥ the threads at 4 warps: none idle)
     pf_on=1,  # SHARED_PF: 0 issues nothing from the same code (the dry control, $MOELAB_PAIRS_SHARED_PF_DRY)
     next_ptr=None, next_share=0, next_bytes=0, next_progs=0,  # NEXT_PF: the next kernel's weight, a share a block
     NEXT_PF: tl.constexpr = False,  # with USE_PDL: the first phase-1 blocks ask L2 for next_bytes of it before the wait
@@ -123,11 +113,10 @@ def _moe_pairs_kernel(
         if (pid < N1) & (s1 == P):  # every token's shared slot reads the same weights: the first asks for them
             _prefetch_shared(sw13_ptr, sw2_ptr, pid % N_IBLK, H, IS, pf_on, BLOCK_I, N_IBLK, N_PF)
     if NEXT_PF and USE_PDL and PHASE != 2:
-        N_NEXT: tl.constexpr = 4 * N_PF
         # The first next_progs blocks (one an SM: those the GPU makes resident first, so they ask while the router
         # runs; a block started after it would ask just before its own weight stream)
         if pid < next_progs:
-            _prefetch_range(next_ptr, next_share, next_bytes, pid, N_NEXT, NEXT_LAST)
+            _prefetch_range(next_ptr, next_share, next_bytes, pid, N_PF, NEXT_LAST)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the routing, x and the counters all follow the router's completion
     if TRIGGER and PHASE == 1:
@@ -170,11 +159,10 @@ def _moe_pairs_kernel(
             offs_i = ib * BLOCK_I + tl.arange(0, BLOCK_I)
             imask = offs_i < I_s
             if SELF_PF:  # the block's gate rows and up rows (each contiguous: rows of H) asked of L2 at once
-                NS: tl.constexpr = 4 * N_PF
                 nb = tl.minimum(I_s - ib * BLOCK_I, BLOCK_I) * H * (w13_ptr.dtype.element_ty.primitive_bitwidth // 8)
-                share = tl.cdiv(nb, 16 * NS) * 16 * NS
-                _prefetch_range(w_base + ib * BLOCK_I * s_row, share, nb, 0, NS, False)
-                _prefetch_range(w_base + (I_s + ib * BLOCK_I) * s_row, share, nb, 0, NS, False)
+                share = tl.cdiv(nb, 16 * N_PF) * 16 * N_PF
+                _prefetch_range(w_base + ib * BLOCK_I * s_row, share, nb, 0, N_PF, False)
+                _prefetch_range(w_base + (I_s + ib * BLOCK_I) * s_row, share, nb, 0, N_PF, False)
             act = _swiglu_rows(w_base, s_row, x_ptr + t * s_xt, offs_i, imask, I_s, H, BLOCK_I, BLOCK_K)
             tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
             if HAS_SHARED:
@@ -270,7 +258,9 @@ PAIRS_TWO_MIN_T = 2
 # T=1) phase 2 sets the registers (205 either way); that form is unmeasured. The gain is larger than the shared
 # expert's 6.3 MB take to stream (2 µs a layer at 3.1 TB/s, against 2.75 µs measured), and the kernel changed in two
 # ways: the prefetch, and 10 more registers. $MOELAB_PAIRS_SHARED_PF_DRY=1 runs the same code with every size 0, the
-# control that separates them (stage EX, not yet run). SHARED_FIRST (those blocks first in the grid,
+# control that separates them (stage EX, not yet run). (The A/B above ran the first form, cf97fa4: one 128-element
+# vector over the three regions; since 16c06a3's review the regions are three `_prefetch_range` calls, the same bytes
+# and 90 registers. EX's base-against-off times this form.) SHARED_FIRST (those blocks first in the grid,
 # $MOELAB_PAIRS_SHARED_FIRST) tied without the prefetch (2.83 / 2.83) and with it (2.74 against 2.72): off.
 PAIRS_SHARED_PF_MAX_T = 1
 PAIRS_SHARED_FIRST = 0
@@ -389,7 +379,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     if (n_next > 0 and pdl and T == 1 and prefetch.is_contiguous() and prefetch.data_ptr() % 16 == 0
             and prefetch.device == x.device and not interpreting()):
         n_prog = min(T * k * n_iblk, _sms(x.device.index or 0))  # the first blocks (routed slots' at T=1)
-        unit = 16 * 4 * cfg.get("N_PF", 32)
+        unit = 16 * cfg.get("N_PF", 128)
         cfg.update(next_ptr=prefetch, next_share=cdiv(cdiv(n_next, n_prog), unit) * unit, next_bytes=n_next,
                    next_progs=n_prog, NEXT_PF=True, NEXT_LAST=bool(env_int("MOELAB_PAIRS_NEXT_PF_LAST", 0)))
     act = torch.empty(n_slots, i_max, dtype=x.dtype, device=x.device)
