@@ -10,6 +10,10 @@ for every round, every variant in turn sets its switches, re-captures the decode
 shows in every variant alike. Reported per variant: the median over rounds of ms per token, its spread over the
 rounds, the ratio to the first variant, and whether its greedy tokens equal the first variant's (they need not:
 a switch that changes a reduction's order changes roundings).
+
+Every variant here runs a re-captured graph, and a re-capture runs ~2 % slower than an engine's first capture (session
+32, benchmarks/probe_round1.py; the cause is not known): the first round of the first variant is the fast one, which
+the median over three or more rounds leaves out. The ratios compare re-captures; `moelab decode` captures once.
 """
 
 from __future__ import annotations

@@ -1315,6 +1315,42 @@ case "${1:?stage A to G}" in
     run ab-b1 240 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,n4=MOELAB_PAIRS_NEXT_PF:4,n8=MOELAB_PAIRS_NEXT_PF:8,n8l=MOELAB_PAIRS_NEXT_PF:8+MOELAB_PAIRS_NEXT_PF_LAST,self=MOELAB_PAIRS_SELF_PF
     run ab-b1-35 220 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,n4=MOELAB_PAIRS_NEXT_PF:4,n8l=MOELAB_PAIRS_NEXT_PF:8+MOELAB_PAIRS_NEXT_PF_LAST,self=MOELAB_PAIRS_SELF_PF
     ;;
+  EZ) # session 32: every ab_chain record shows the base variant's first round 1.5-3 % faster than its later rounds
+      # (2.791 then 2.832 ms four times), the other variants flat. Clocks after idle, or where a capture's buffers lie?
+      # probe_round1 tells them apart (see its docstring); the reversed A/B says whether the first variant of round 1
+      # is fast whatever it is. EY had n4 (the next weight's first 4 MB) -1.6 % at both models against the later
+      # rounds of base, but Qwen3.5's base round 1 (2.694) beat n4 (2.705).
+    run probe 240 python benchmarks/probe_round1.py --model qwen3.5-35b-a3b
+    run ab-rev 200 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants n4=MOELAB_PAIRS_NEXT_PF:4,base
+    ;;
+  FA) # session 32, after EZ: the first capture is 2 % faster at steady clocks (2.698 against 2.750 ms, every run;
+      # nvidia-smi: 1,980 MHz, 51 C in both), a re-capture slow whether the first graph is freed or kept, and n4 first
+      # in round 1 ran 2.655 (2.705 after). Where the buffers lie, then? If so, captures after 1 MB shifts spread
+      # between 2.70 and 2.75, and 8 MB allocated before the first capture may make it slow.
+    run probe 200 python benchmarks/probe_round1.py --model qwen3.5-35b-a3b --pause 1 --shifts 10
+    run probe-s8 150 python benchmarks/probe_round1.py --model qwen3.5-35b-a3b --pause 1 --shift-first 8
+    ;;
+  FB) # session 32, after FA: not where the buffers lie (ten 1 MB shifts all 2.747-2.753 ms; 8 MB before the first
+      # capture still 2.700): the first capture of a process is fast, every later one slow. Which kernels differ?
+      # The same trace of the first capture and of a re-capture. (It ran with a --dump-graph option too, which wrote
+      # no file: CUDAGraph.debug_dump under torch 2.11; the option is gone.)
+    run trace-first 150 python benchmarks/trace_decode.py --model qwen3.5-35b-a3b --ctx 128 --steps 6
+    run trace-recap 150 python benchmarks/trace_decode.py --model qwen3.5-35b-a3b --ctx 128 --steps 6 --recapture
+    ;;
+  FC) # session 32, after EX/EY/EZ: NEXT_PF on at 4 MB (the default), SELF_PF and the evict-last form removed. The GPU
+      # tests of the pair kernel and the engine, and the batch-1 decode records of both models (first captures: the
+      # numbers a user of `moelab decode` gets; EZ/FA: a re-capture in the same process runs ~2 % slower).
+      # Predicted: Qwen3-30B-A3B 2.70 -> ~2.66 ms, Qwen3.5 2.70 -> ~2.66 (H100, first captures).
+    run gpu-tests 200 python -m pytest tests/kernels/test_moe.py tests/engine/test_generate.py -k "next_weight or shared_first or pairs or match_transformers or graph" -q -p no:cacheprovider --tb=short -rf
+    run decode 150 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-qwen35 150 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
+    ;;
+  FD) # session 32, after FC: NEXT_PF off against on, each the first capture of its own process (EZ: a re-capture runs
+      # ~2 % slower, so A/Bs in one process compare re-captures). Records carry the switch (env.moelab_env).
+    for m in qwen3-30b-a3b qwen3.5-35b-a3b; do for v in 0 4; do
+      MOELAB_PAIRS_NEXT_PF=$v run decode-$m-$v 120 python benchmarks/bench_decode.py --model $m --batch 1 --rows moelab
+    done; done
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

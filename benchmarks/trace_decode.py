@@ -79,6 +79,8 @@ def main() -> None:
     ap.add_argument("--ctx", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--no-save", action="store_true")
+    ap.add_argument("--recapture", action="store_true",
+                    help="drop the first capture and trace a second one (session 32: a re-capture ran 2 %% slower)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("trace_decode needs a CUDA GPU")
@@ -87,6 +89,9 @@ def main() -> None:
     prompt = prompt.to(eng.device)
     first = eng.prefill(prompt).argmax(-1)
     eng.decode(first, args.steps)  # captures the graph
+    if args.recapture:
+        eng._graph = None
+        eng.decode(first, args.steps)
     replay = eng._graph.replay
 
     def rewind():  # back to the first decode position: the replays below stay inside the cache
@@ -133,6 +138,7 @@ def main() -> None:
                        f"traced, {untraced_us:.1f} µs untraced")
     if not args.no_save:
         path = timing.save_result("trace-decode", {"model": args.model, "batch": args.batch, "ctx": args.ctx,
+                                                   "recapture": args.recapture,
                                                    "steps_traced": n, "span_us": span, "untraced_step_us": untraced_us,
                                                    "kernels_per_step": len(steps[0]), "rows": table})
         print(f"saved {path}")

@@ -318,23 +318,17 @@ SM90_JOBS["moe_pairs_shared"] = (_module, _kernel, _types, dict(_consts, SHARED_
                                   *_rest)
 SM90_JOBS["moe_pairs_shared_pf"] = (_module, _kernel, _types, dict(_consts, SHARED_FIRST=False, SHARED_PF=True, N_PF=128), *_rest)
 SM90_JOBS["moe_pairs_shared_pf_next"] = (_module, _kernel, dict(_types, next_ptr="*bf16"),  # and NEXT_PF (its registers)
-                                         dict(_consts, SHARED_PF=True, N_PF=128, NEXT_PF=True, NEXT_LAST=False), *_rest)
+                                         dict(_consts, SHARED_PF=True, N_PF=128, NEXT_PF=True), *_rest)
 # The same at Qwen3-30B-A3B's T=1 (no shared expert) with the routed blocks asking L2 for the next kernel's weight before
-# the wait (NEXT_PF, session 31), with the default policy and with evict-last.
+# the wait (NEXT_PF, session 31).
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]
-_consts = dict(_consts, SHARED_FIRST=False, SHARED_PF=False, N_PF=128, NEXT_PF=True, NEXT_LAST=False)
+_consts = dict(_consts, SHARED_FIRST=False, SHARED_PF=False, N_PF=128, NEXT_PF=True)
 SM90_JOBS["moe_pairs_next_pf"] = (_module, _kernel, dict(_types, next_ptr="*bf16"), _consts, *_rest)
-SM90_JOBS["moe_pairs_next_pf_last"] = (_module, _kernel, dict(_types, next_ptr="*bf16"), dict(_consts, NEXT_LAST=True),
-                                       *_rest)
 # Every pair-kernel job above states the session-31 switches (a constexpr left out would compile as a runtime value).
 for _name in [n_ for n_, j_ in SM90_JOBS.items() if j_[1] == "_moe_pairs_kernel"]:
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name] = (_module, _kernel, _types, {"SHARED_FIRST": False, "SHARED_PF": False, "N_PF": 128,
-                                                    "NEXT_PF": False, "NEXT_LAST": False, "SELF_PF": False,
-                                                    **_consts}, *_rest)
-# ... and each phase-1 block asking L2 for its own gate/up tile once it knows its expert (SELF_PF, session 31).
-_module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]
-SM90_JOBS["moe_pairs_self_pf"] = (_module, _kernel, _types, dict(_consts, SELF_PF=True), *_rest)
+                                                    "NEXT_PF": False, **_consts}, *_rest)
 # The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
 for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]

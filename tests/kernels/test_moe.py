@@ -732,18 +732,16 @@ def test_pairs_shared_first_gives_the_default_output_bitwise(T, two, monkeypatch
         for on in (1, 0):  # 0: the dry control, the same code issuing nothing
             c = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=dict(cfg, SHARED_PF=True, pf_on=on))
             assert torch.equal(a, c)
-        c = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, x.dtype), config=dict(cfg, SELF_PF=True))
-        assert torch.equal(a, c)  # each block's own tile asked of L2 first
 
 
-@pytest.mark.parametrize("last", ["0", "1"])
-def test_pairs_next_weight_prefetch_is_a_hint(last, monkeypatch):
-    """`prefetch=` (the next kernel's weight, asked of L2 by the routed blocks before the PDL wait when
-    $MOELAB_PAIRS_NEXT_PF MB > 0, evict-last with $MOELAB_PAIRS_NEXT_PF_LAST): the output is bitwise the same. On the
-    CPU the chain is off, so nothing is asked; on the GPU in a graph, where it is on, the hint runs."""
-    from moelab.kernels.moe_pairs import moe_pairs, pairs_next_pf_bytes
+def test_pairs_next_weight_prefetch_is_a_hint(monkeypatch):
+    """`prefetch=` (the next kernel's weight, asked of L2 by the routed blocks before the PDL wait, its first
+    $MOELAB_PAIRS_NEXT_PF MB): the output is bitwise the same. On the CPU the chain is off, so nothing is asked; on
+    the GPU in a graph, where it is on, the hint runs."""
+    from moelab.kernels.moe_pairs import PAIRS_NEXT_PF_MB, moe_pairs, pairs_next_pf_bytes
+    monkeypatch.delenv("MOELAB_PAIRS_NEXT_PF", raising=False)
+    assert pairs_next_pf_bytes() == PAIRS_NEXT_PF_MB << 20 > 0  # on by default (session 32)
     monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF", "1")
-    monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF_LAST", last)
     assert pairs_next_pf_bytes() == 1 << 20
     dt = torch.float16 if DEV == "cpu" else torch.bfloat16
     x, w13, w2, w, ids, sh = make(1, 16, 96, 48, 4, dt, seed=11, shared=(40, True))
@@ -781,9 +779,9 @@ def test_pairs_launcher_asks_for_the_prefetches_only_in_the_chain(monkeypatch):
     monkeypatch.setattr(mp, "_sms", lambda index: 4)
     monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF", "1")
     monkeypatch.delenv("MOELAB_PAIRS_SHARED_PF", raising=False)
-    monkeypatch.delenv("MOELAB_PAIRS_SELF_PF", raising=False)
     cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
-    nxt = torch.zeros(1 << 20, dtype=torch.float16)  # 2 MB
+    nxt = torch.zeros(1 << 20, dtype=torch.float16, device=DEV)  # 2 MB, where the weights are (a CPU tensor beside
+    #                                                                 CUDA weights is not prefetched)
 
     def launch(T, chain=True, prefetch=nxt):
         monkeypatch.setattr(mp, "chain_pdl", lambda device, rows: chain)
@@ -803,33 +801,18 @@ def test_pairs_launcher_asks_for_the_prefetches_only_in_the_chain(monkeypatch):
     assert not kw["SHARED_PF"] and not kw.get("NEXT_PF", False) and not kw["USE_PDL"]
     monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF", "0")
     assert not launch(1).get("NEXT_PF", False)
-    assert not launch(1)["SELF_PF"]
-    monkeypatch.setenv("MOELAB_PAIRS_SELF_PF", "1")  # T=1 only, in the chain or not (it needs no wait)
-    assert launch(1)["SELF_PF"] and launch(1, chain=False)["SELF_PF"] and not launch(2)["SELF_PF"]
-
-
-def test_pairs_self_prefetch_compiles_for_sm90(sm90):
-    """SELF_PF at Qwen3-30B-A3B's T=1: each phase-1 block's two bulk prefetches (its gate rows, its up rows) come
-    after the PDL wait (its expert is known only then) and before its first weight load."""
-    job = sm90["moe_pairs_self_pf"]
-    assert "error" not in job, job.get("error")
-    ptx = job["ptx"]
-    pf = ptx.index("cp.async.bulk.prefetch.L2.global")
-    assert ptx.index("griddepcontrol.wait") < pf
-    assert ptx.count("cp.async.bulk.prefetch.L2.global") == 2
-    assert "cp.async.bulk.prefetch" not in sm90["moe_pairs_backoff"]["ptx"]
 
 
 def test_pairs_next_weight_prefetch_compiles_for_sm90(sm90):
-    """NEXT_PF at Qwen3-30B-A3B's T=1: the routed blocks' bulk prefetch comes before the PDL wait, with an evict-last
-    cache policy in the NEXT_LAST form only."""
-    for name in ("moe_pairs_next_pf", "moe_pairs_next_pf_last"):
-        job = sm90[name]
-        assert "error" not in job, (name, job.get("error"))
-        ptx = job["ptx"]
-        pf = ptx.index("cp.async.bulk.prefetch.L2.global")
-        assert pf < ptx.index("griddepcontrol.wait"), name
-        assert ("L2::cache_hint" in ptx[pf:pf + 120]) == name.endswith("_last"), name
+    """NEXT_PF at Qwen3-30B-A3B's T=1: the routed blocks' bulk prefetch comes before the PDL wait, with the default
+    cache policy; the kernel without it issues none."""
+    job = sm90["moe_pairs_next_pf"]
+    assert "error" not in job, job.get("error")
+    ptx = job["ptx"]
+    pf = ptx.index("cp.async.bulk.prefetch.L2.global")
+    assert pf < ptx.index("griddepcontrol.wait")
+    assert "L2::cache_hint" not in ptx[pf:pf + 120]
+    assert "cp.async.bulk.prefetch" not in sm90["moe_pairs_backoff"]["ptx"]
 
 
 def test_pairs_shared_prefetch_is_refused_under_the_interpreter(monkeypatch):

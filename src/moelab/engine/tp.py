@@ -442,6 +442,11 @@ def _spawned(local_rank: int, world: int, port: int, fn, args: tuple, errors) ->
                       WORLD_SIZE=str(world), LOCAL_RANK=str(local_rank))
     try:
         fn(*args)
+        if dist.is_initialized():
+            # Every rank done with every collective before any tears its group down: a rank whose peer closed
+            # its gloo pairs first could abort in teardown (seen once in CI as "terminate called without an
+            # active exception"). On failure spawn stops the other ranks, so only the success path waits here.
+            dist.barrier()
     except UserError as e:
         errors.put((local_rank, str(e)))
         raise SystemExit(2) from None

@@ -31,23 +31,17 @@ from moelab.kernels.probe import now_ns, sm_id
 
 
 @triton.jit
-def _prefetch_range(ptr, share, n_bytes, program, N: tl.constexpr, EVICT_LAST: tl.constexpr):
+def _prefetch_range(ptr, share, n_bytes, program, N: tl.constexpr):
     """Program `program` asks L2 for bytes [program·share, (program + 1)·share) of the first n_bytes at ptr, in N bulk
-    prefetches (`cp.async.bulk.prefetch.L2`; `share` a multiple of 16·N, so every piece is 16-byte aligned), with an
-    evict-last cache policy if EVICT_LAST (so the stream of evict-first weight loads after it passes them by)."""
+    prefetches (`cp.async.bulk.prefetch.L2`; `share` a multiple of 16·N, so every piece is 16-byte aligned). (An
+    evict-last policy on them tied with the default one: session 32, ab-chain-…T100544.)"""
     piece = share // N
     off = tl.arange(0, N).to(tl.int64) * piece + program * share  # program · share < 2³¹: the bytes asked for
     size = (tl.minimum(tl.maximum(n_bytes - off, 0), piece) // 16 * 16).to(tl.int32)
     base = ptr.to(tl.pointer_type(tl.int8), bitcast=True)
-    if EVICT_LAST:
-        tl.inline_asm_elementwise(
-            "{ .reg .pred p; .reg .b64 pol; setp.gt.s32 p, $2, 0; createpolicy.fractional.L2::evict_last.b64 pol, 1.0; "
-            "@p cp.async.bulk.prefetch.L2.global.L2::cache_hint [$1], $2, pol; mov.u32 $0, 0; }",
-            "=r,l,r", [base + off, size], dtype=tl.int32, is_pure=False, pack=1)
-    else:
-        tl.inline_asm_elementwise(
-            "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
-            "=r,l,r", [base + off, size], dtype=tl.int32, is_pure=False, pack=1)
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r", [base + off, size], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -63,10 +57,10 @@ def _prefetch_shared(sw13_ptr, sw2_ptr, ib, H, IS, on, BLOCK_I: tl.constexpr, N_
     rows = tl.minimum(tl.maximum(IS - ib * BLOCK_I, 0), BLOCK_I)
     nb = rows * H * EB * on
     share = tl.cdiv(nb, 16 * N_PF) * 16 * N_PF
-    _prefetch_range(sw13_ptr + ib * BLOCK_I * H, share, nb, 0, N_PF, False)  # gate rows
-    _prefetch_range(sw13_ptr + (IS + ib * BLOCK_I) * H, share, nb, 0, N_PF, False)  # up rows
+    _prefetch_range(sw13_ptr + ib * BLOCK_I * H, share, nb, 0, N_PF)  # gate rows
+    _prefetch_range(sw13_ptr + (IS + ib * BLOCK_I) * H, share, nb, 0, N_PF)  # up rows
     w2_share = tl.cdiv(tl.cdiv(H * IS * EB, N_IBLK), 16 * N_PF) * 16 * N_PF  # bytes a block, whole 16-byte pieces
-    _prefetch_range(sw2_ptr, w2_share, H * IS * EB * on, ib, N_PF, False)
+    _prefetch_range(sw2_ptr, w2_share, H * IS * EB * on, ib, N_PF)
 
 
 @triton.jit(do_not_specialize=["pf_on"])
@@ -99,8 +93,6 @@ def _moe_pairs_kernel(
     pf_on=1,  # SHARED_PF: 0 issues nothing from the same code (the dry control, $MOELAB_PAIRS_SHARED_PF_DRY)
     next_ptr=None, next_share=0, next_bytes=0, next_progs=0,  # NEXT_PF: the next kernel's weight, a share a block
     NEXT_PF: tl.constexpr = False,  # with USE_PDL: the first phase-1 blocks ask L2 for next_bytes of it before the wait
-    NEXT_LAST: tl.constexpr = False,  # NEXT_PF with an evict-last policy
-    SELF_PF: tl.constexpr = False,  # each phase-1 block asks L2 for its whole gate/up tile once it knows its expert
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
@@ -116,7 +108,7 @@ def _moe_pairs_kernel(
         # The first next_progs blocks (one an SM: those the GPU makes resident first, so they ask while the router
         # runs; a block started after it would ask just before its own weight stream)
         if pid < next_progs:
-            _prefetch_range(next_ptr, next_share, next_bytes, pid, N_PF, NEXT_LAST)
+            _prefetch_range(next_ptr, next_share, next_bytes, pid, N_PF)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the routing, x and the counters all follow the router's completion
     if TRIGGER and PHASE == 1:
@@ -158,11 +150,6 @@ def _moe_pairs_kernel(
             s_row = tl.where(is_shared, H, s_w13r)
             offs_i = ib * BLOCK_I + tl.arange(0, BLOCK_I)
             imask = offs_i < I_s
-            if SELF_PF:  # the block's gate rows and up rows (each contiguous: rows of H) asked of L2 at once
-                nb = tl.minimum(I_s - ib * BLOCK_I, BLOCK_I) * H * (w13_ptr.dtype.element_ty.primitive_bitwidth // 8)
-                share = tl.cdiv(nb, 16 * N_PF) * 16 * N_PF
-                _prefetch_range(w_base + ib * BLOCK_I * s_row, share, nb, 0, N_PF, False)
-                _prefetch_range(w_base + (I_s + ib * BLOCK_I) * s_row, share, nb, 0, N_PF, False)
             act = _swiglu_rows(w_base, s_row, x_ptr + t * s_xt, offs_i, imask, I_s, H, BLOCK_I, BLOCK_K)
             tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
             if HAS_SHARED:
@@ -257,22 +244,25 @@ PAIRS_TWO_MIN_T = 2
 # up to PAIRS_SHARED_PF_MAX_T tokens ($MOELAB_PAIRS_SHARED_PF, 0 for off). In the one-kernel form (the tp=4 shard's
 # T=1) phase 2 sets the registers (205 either way); that form is unmeasured. The gain is larger than the shared
 # expert's 6.3 MB take to stream (2 µs a layer at 3.1 TB/s, against 2.75 µs measured), and the kernel changed in two
-# ways: the prefetch, and 10 more registers. $MOELAB_PAIRS_SHARED_PF_DRY=1 runs the same code with every size 0, the
-# control that separates them (stage EX, not yet run). (The A/B above ran the first form, cf97fa4: one 128-element
-# vector over the three regions; since 16c06a3's review the regions are three `_prefetch_range` calls, the same bytes
-# and 90 registers. EX's base-against-off times this form.) SHARED_FIRST (those blocks first in the grid,
+# ways: the prefetch, and 10 more registers. The dry control ($MOELAB_PAIRS_SHARED_PF_DRY=1: the same code and 90
+# registers, every size 0) says the prefetch bought it, not the registers: base 2.75, dry 2.81, off 2.81 ms (H100,
+# session 32, ab-chain-…T100335, five rounds, this form of the code). SHARED_FIRST (those blocks first in the grid,
 # $MOELAB_PAIRS_SHARED_FIRST) tied without the prefetch (2.83 / 2.83) and with it (2.74 against 2.72): off.
 PAIRS_SHARED_PF_MAX_T = 1
 PAIRS_SHARED_FIRST = 0
-# The next kernel's weight before the PDL wait (session 31, prepared, unmeasured; off). The routed slots' phase-1 blocks
+# The next kernel's weight before the PDL wait (session 31; on since session 32). The routed slots' phase-1 blocks
 # wait for the router too (768 at Qwen3-30B-A3B T=1, 512 at Qwen3.5), with nothing of theirs known; the first of them,
 # one an SM (at Qwen3-30B-A3B's 2 an SM only 264 of the 1,280 are resident at first), ask. The engine hands
 # the MoE its next layer's first projection (qkv: 21 MB at Qwen3-30B-A3B; the Gated DeltaNet input projection: 50 MB
-# at Qwen3.5), and these blocks ask L2 for its first PAIRS_NEXT_PF_MB ($MOELAB_PAIRS_NEXT_PF) while the router runs.
-# It pays only if those lines outlive the MoE's own stream (75 MB at Qwen3-30B-A3B, read evict-first); with
-# $MOELAB_PAIRS_NEXT_PF_LAST=1 they are asked for with an evict-last policy. Predicted at Qwen3-30B-A3B batch 1 with
-# 8 MB: −1..−2 µs a layer (the qkv GEMV reads 8 of its 21 MB from L2), −0.05..−0.1 ms a token; nothing if L2 drops them.
-PAIRS_NEXT_PF_MB = 0
+# at Qwen3.5; lm_head after the last layer), and these blocks ask L2 for its first PAIRS_NEXT_PF_MB
+# ($MOELAB_PAIRS_NEXT_PF) while the router runs. Predicted at Qwen3-30B-A3B batch 1 with 8 MB: −0.05..−0.1 ms a token
+# if the lines outlive the MoE's own evict-first stream. Measured on the H100 (session 32, ab-chain-…T100544,
+# …T100643, three rounds, the same tokens): Qwen3-30B-A3B 2.866 → 2.820 ms with 4 MB, 2.822 with 8, 2.824 with 8
+# and an evict-last policy; Qwen3.5 2.750 → 2.705 with 4 MB, 2.710 with 8 and evict-last. With the variants' order
+# reversed (n4 first, …T101053) 2.705 against 2.751. So 4 MB, the default policy (evict-last is gone). Each phase-1
+# block asking L2 for its own 64 KB gate/up tile once it knew its expert (SELF_PF) lost: 2.87 → 3.01 and 2.75 → 2.85
+# ms (removed).
+PAIRS_NEXT_PF_MB = 4
 # (Phase 1 as a persistent kernel, 1-4 programs an SM walking its blocks slot by slot so that slots become ready in turn
 # and phase-2 programs resident beside them stream ready slots' w2 early, lost: session 30, H200, sweep-moe-block-
 # persist-…T0657, alone at best a tie at T=1-4 (Qwen3 T=1 24.83 against one kernel's 25.11 ± 2.2, Qwen3.5 T=1 22.46
@@ -370,18 +360,13 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     n_iblk = cdiv(i_max, cfg["BLOCK_I"])
     n_hblk = cdiv(H, cfg["BLOCK_H"])
     n1 = n_slots * n_iblk
-    # SELF_PF (session 31, prepared, unmeasured; off): session 7's phase 1 with all of H in one register chunk
-    # (64 KB a program at once) lost 6 % at batch 1 on its 248 registers; a bulk L2 prefetch asks for the same 64 KB
-    # with none. Rows of H elements must be 16-byte multiples. $MOELAB_PAIRS_SELF_PF (0 or 1; T=1 only).
-    cfg.setdefault("SELF_PF", bool(env_int("MOELAB_PAIRS_SELF_PF", 0)) and T == 1 and not interpreting()
-                   and (H * x.element_size()) % 16 == 0 and w13.data_ptr() % 16 == 0 and w13.stride(1) == H)
     n_next = min(pairs_next_pf_bytes(), prefetch.numel() * prefetch.element_size()) if prefetch is not None else 0
     if (n_next > 0 and pdl and T == 1 and prefetch.is_contiguous() and prefetch.data_ptr() % 16 == 0
             and prefetch.device == x.device and not interpreting()):
         n_prog = min(T * k * n_iblk, _sms(x.device.index or 0))  # the first blocks (routed slots' at T=1)
         unit = 16 * cfg.get("N_PF", 128)
         cfg.update(next_ptr=prefetch, next_share=cdiv(cdiv(n_next, n_prog), unit) * unit, next_bytes=n_next,
-                   next_progs=n_prog, NEXT_PF=True, NEXT_LAST=bool(env_int("MOELAB_PAIRS_NEXT_PF_LAST", 0)))
+                   next_progs=n_prog, NEXT_PF=True)
     act = torch.empty(n_slots, i_max, dtype=x.dtype, device=x.device)
     part = torch.empty(n_slots, H, dtype=torch.float32, device=x.device)
     gw = torch.empty(T, dtype=torch.float32, device=x.device)

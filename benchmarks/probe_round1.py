@@ -1,0 +1,104 @@
+"""Why is the first round of `ab_chain.py` faster than the rest? A probe of the decode step's run-to-run state.
+
+    python benchmarks/probe_round1.py [--model qwen3.5-35b-a3b] [--batch 1]
+
+Every ab_chain record of session 31 shows the base variant's first round 1.5-3 % faster than its later rounds (for
+example 2.791 then 2.832 ms four times), while the other variants are flat. Two explanations predict different
+things here:
+- the GPU's state (clocks, temperature, power) after an idle stretch: then the same graph replayed again and again
+  slows down over the first runs, and a pause brings the fast runs back;
+- where the graph's buffers lie (a re-capture allocates its activations elsewhere): then the same graph stays at one
+  speed, a re-capture moves it, and a pause changes nothing.
+The script times the same captured graph several times in a row, again after an idle pause, then after a re-capture
+that frees the first graph and after one that keeps it (so the new buffers must lie elsewhere). `nvidia-smi` logs the
+SM clock, the memory clock, the temperature and the power every 100 ms; each timed run reports their means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import tempfile
+import time
+
+import torch
+
+from moelab import report, timing
+from moelab.engine import build
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="qwen3.5-35b-a3b")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--pause", type=float, default=15.0, help="idle seconds before the 'after pause' runs")
+    ap.add_argument("--shift-first", type=int, default=0,
+                    help="MB allocated (and kept) before the first capture: moves where its buffers lie")
+    ap.add_argument("--shifts", type=int, default=0,
+                    help="then this many more captures, each after keeping 1 more MB and the earlier graphs")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("probe_round1 needs a CUDA GPU")
+    log = tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False).name
+    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw",
+                            "--format=csv,noheader,nounits", "-lms", "100", "-f", log])
+    eng = build(args.model, random=True, batch=args.batch, max_len=128 + 256 + 8)
+    prompt = torch.randint(0, eng.cfg.vocab, (args.batch, 128), generator=torch.Generator().manual_seed(0))
+    prompt = prompt.to(eng.device)
+    steps = 255
+    rows, kept = [], []
+
+    kept.append(torch.empty(args.shift_first << 20, dtype=torch.uint8, device=eng.device))
+    first = eng.generate(prompt, 256)[:, 0].clone()  # greedy: the same first token at every capture
+
+    def timed(label: str, n: int, recapture: bool = False) -> None:
+        if recapture:
+            eng._graph = None
+            eng.generate(prompt, 256)
+        for i in range(n):
+            t0 = time.time()
+            t = timing.measure(lambda: eng.decode(first, steps), mode="host", warmup=1, samples=3)
+            rows.append({"phase": label, "run": i, "ms_per_token": t.median_us / 1e3 / steps,
+                         "t0": t0, "t1": time.time()})
+            print(f"{label:>16} {i}: {rows[-1]['ms_per_token']:.4f} ms", flush=True)
+
+    timed("first capture", 5)
+    time.sleep(args.pause)
+    timed("after pause", 3)
+    torch.cuda.empty_cache()
+    timed("recapture", 3, recapture=True)
+    kept.append(eng._graph)  # the old graph's buffers stay taken: the next capture's lie elsewhere
+    timed("recapture, kept", 3, recapture=True)
+    time.sleep(args.pause)
+    timed("kept, paused", 2)
+    for i in range(args.shifts):
+        kept += [eng._graph, torch.empty(1 << 20, dtype=torch.uint8, device=eng.device)]
+        timed(f"shift {i + 1}", 1, recapture=True)
+    smi.terminate()
+    smi.wait()
+    samples = []
+    with open(log) as f:
+        for rec in csv.reader(f):
+            try:
+                ts = time.mktime(time.strptime(rec[0].strip().split(".")[0], "%Y/%m/%d %H:%M:%S"))
+                samples.append((ts + float("0." + rec[0].strip().split(".")[1]), *map(float, rec[1:5])))
+            except (ValueError, IndexError):
+                continue
+    os.unlink(log)
+    for r in rows:
+        inside = [s for s in samples if r["t0"] <= s[0] <= r["t1"]]
+        for j, key in enumerate(["sm_mhz", "mem_mhz", "temp_c", "power_w"], start=1):
+            r[key] = sum(s[j] for s in inside) / len(inside) if inside else float("nan")
+        del r["t0"], r["t1"]
+    report.table(rows, ["phase", "run", "ms_per_token", "sm_mhz", "mem_mhz", "temp_c", "power_w"],
+                 title=f"probe_round1, {args.model}, batch {args.batch}")
+    path = timing.save_result("probe-round1", {"model": args.model, "batch": args.batch, "pause_s": args.pause,
+                                               "rows": rows})
+    print(f"saved {path}")
+
+
+if __name__ == "__main__":
+    with torch.inference_mode():
+        main()
