@@ -1351,6 +1351,13 @@ case "${1:?stage A to G}" in
       MOELAB_PAIRS_NEXT_PF=$v run decode-$m-$v 120 python benchmarks/bench_decode.py --model $m --batch 1 --rows moelab
     done; done
     ;;
+  FE) # session 32 (prepared): the next layer's weight asked of L2 above T=1 (MOELAB_PAIRS_NEXT_PF_MAX_T). From T=2 phase 1
+      # is a kernel of its own whose blocks wait for the routing (at batch 8 Qwen3.5 routes with dense + route, two
+      # launches, so the wait is longer). Predicted: Qwen3.5 batch 2 -0.5..-1.5 %, batch 8 -0.3..-1 %, if those blocks
+      # idle as T=1's do; a loss like the shared prefetch's at T=2 (3.64 -> 3.68 ms) if they are on the critical path.
+    run ab-b2-35 120 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 2 --rounds 3 --variants base,n2=MOELAB_PAIRS_NEXT_PF_MAX_T:2
+    run ab-b8-35 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 3 --variants base,n8=MOELAB_PAIRS_NEXT_PF_MAX_T:8
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

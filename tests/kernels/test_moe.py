@@ -740,9 +740,11 @@ def test_pairs_next_weight_prefetch_is_a_hint(monkeypatch):
     the GPU in a graph, where it is on, the hint runs."""
     from moelab.kernels.moe_pairs import PAIRS_NEXT_PF_MB, moe_pairs, pairs_next_pf_bytes
     monkeypatch.delenv("MOELAB_PAIRS_NEXT_PF", raising=False)
-    assert pairs_next_pf_bytes() == PAIRS_NEXT_PF_MB << 20 > 0  # on by default (session 32)
+    monkeypatch.delenv("MOELAB_PAIRS_NEXT_PF_MAX_T", raising=False)
+    assert pairs_next_pf_bytes(1) == PAIRS_NEXT_PF_MB << 20 > 0  # on by default at T=1 (session 32), off above
+    assert pairs_next_pf_bytes(2) == 0
     monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF", "1")
-    assert pairs_next_pf_bytes() == 1 << 20
+    assert pairs_next_pf_bytes(1) == 1 << 20
     dt = torch.float16 if DEV == "cpu" else torch.bfloat16
     x, w13, w2, w, ids, sh = make(1, 16, 96, 48, 4, dt, seed=11, shared=(40, True))
     nxt = torch.randn(1 << 19, 2, device=DEV, dtype=dt)  # 2 MB: more than is asked for
@@ -796,6 +798,10 @@ def test_pairs_launcher_asks_for_the_prefetches_only_in_the_chain(monkeypatch):
     assert kw["next_share"] * kw["next_progs"] >= kw["next_bytes"] and kw["next_ptr"] is nxt
     kw = launch(2)
     assert not kw["SHARED_PF"] and not kw.get("NEXT_PF", False)
+    monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF_MAX_T", "2")  # phase 1's kernel of its own from T=2 asks as well
+    kw = launch(2)
+    assert kw["NEXT_PF"] and not kw["SHARED_PF"] and kw["next_progs"] == 4 and kw["PHASE"] == 1
+    monkeypatch.delenv("MOELAB_PAIRS_NEXT_PF_MAX_T")
     assert not launch(1, prefetch=None).get("NEXT_PF", False)
     kw = launch(1, chain=False)
     assert not kw["SHARED_PF"] and not kw.get("NEXT_PF", False) and not kw["USE_PDL"]

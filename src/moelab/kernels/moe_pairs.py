@@ -263,6 +263,10 @@ PAIRS_SHARED_FIRST = 0
 # block asking L2 for its own 64 KB gate/up tile once it knew its expert (SELF_PF) lost: 2.87 → 3.01 and 2.75 → 2.85
 # ms (removed).
 PAIRS_NEXT_PF_MB = 4
+# Up to how many tokens (session 32, prepared, unmeasured above 1; $MOELAB_PAIRS_NEXT_PF_MAX_T). From T=2 phase 1 is a
+# kernel of its own whose blocks wait for the routing as T=1's do (at Qwen3.5 batch 8, 64 blocks a slot, 72 slots).
+# The shared expert's prefetch lost at T=2 (3.64 -> 3.68 ms, above), so this may too: stage FE measures T=2 and 8.
+PAIRS_NEXT_PF_MAX_T = 1
 # (Phase 1 as a persistent kernel, 1-4 programs an SM walking its blocks slot by slot so that slots become ready in turn
 # and phase-2 programs resident beside them stream ready slots' w2 early, lost: session 30, H200, sweep-moe-block-
 # persist-…T0657, alone at best a tie at T=1-4 (Qwen3 T=1 24.83 against one kernel's 25.11 ± 2.2, Qwen3.5 T=1 22.46
@@ -322,8 +326,11 @@ def _sms(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-def pairs_next_pf_bytes() -> int:
-    """Bytes of the next kernel's weight the routed phase-1 blocks ask L2 for at T=1 ($MOELAB_PAIRS_NEXT_PF, in MB)."""
+def pairs_next_pf_bytes(T: int) -> int:
+    """Bytes of the next kernel's weight the routed phase-1 blocks ask L2 for at T tokens ($MOELAB_PAIRS_NEXT_PF, in
+    MB, up to $MOELAB_PAIRS_NEXT_PF_MAX_T tokens; 0 above)."""
+    if T > env_int("MOELAB_PAIRS_NEXT_PF_MAX_T", PAIRS_NEXT_PF_MAX_T):
+        return 0
     return env_int("MOELAB_PAIRS_NEXT_PF", PAIRS_NEXT_PF_MB) << 20
 
 
@@ -360,8 +367,8 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     n_iblk = cdiv(i_max, cfg["BLOCK_I"])
     n_hblk = cdiv(H, cfg["BLOCK_H"])
     n1 = n_slots * n_iblk
-    n_next = min(pairs_next_pf_bytes(), prefetch.numel() * prefetch.element_size()) if prefetch is not None else 0
-    if (n_next > 0 and pdl and T == 1 and prefetch.is_contiguous() and prefetch.data_ptr() % 16 == 0
+    n_next = min(pairs_next_pf_bytes(T), prefetch.numel() * prefetch.element_size()) if prefetch is not None else 0
+    if (n_next > 0 and pdl and prefetch.is_contiguous() and prefetch.data_ptr() % 16 == 0
             and prefetch.device == x.device and not interpreting()):
         n_prog = min(T * k * n_iblk, _sms(x.device.index or 0))  # the first blocks (routed slots' at T=1)
         unit = 16 * cfg.get("N_PF", 128)
