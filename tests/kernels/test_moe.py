@@ -741,8 +741,8 @@ def test_pairs_next_weight_prefetch_is_a_hint(monkeypatch):
     from moelab.kernels.moe_pairs import PAIRS_NEXT_PF_MB, moe_pairs, pairs_next_pf_bytes
     monkeypatch.delenv("MOELAB_PAIRS_NEXT_PF", raising=False)
     monkeypatch.delenv("MOELAB_PAIRS_NEXT_PF_MAX_T", raising=False)
-    assert pairs_next_pf_bytes(1) == PAIRS_NEXT_PF_MB << 20 > 0  # on by default at T=1 (session 32), off above
-    assert pairs_next_pf_bytes(2) == 0
+    assert pairs_next_pf_bytes(1) == pairs_next_pf_bytes(8) == PAIRS_NEXT_PF_MB << 20 > 0  # on by default (session 32)
+    assert pairs_next_pf_bytes(9) == 0  # above the pair kernel's largest T
     monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF", "1")
     assert pairs_next_pf_bytes(1) == 1 << 20
     dt = torch.float16 if DEV == "cpu" else torch.bfloat16
@@ -767,8 +767,9 @@ def test_pairs_next_weight_prefetch_is_a_hint(monkeypatch):
 def test_pairs_launcher_asks_for_the_prefetches_only_in_the_chain(monkeypatch):
     """The launcher's side of SHARED_PF and NEXT_PF, with the chain forced on and the kernel replaced by a recorder (the
     inline PTX cannot run here): at T=1 in the chain both are asked for, the next weight's first MB split over one
-    block an SM in 16-byte-aligned shares that cover it; at T=2 neither (PAIRS_SHARED_PF_MAX_T and NEXT_PF are T=1);
-    with $MOELAB_PAIRS_NEXT_PF=0 or no weight handed over, no NEXT_PF; out of the chain, nothing."""
+    block an SM in 16-byte-aligned shares that cover it; at T=2 only NEXT_PF, in phase 1's own kernel
+    (PAIRS_SHARED_PF_MAX_T is 1, PAIRS_NEXT_PF_MAX_T 8); with $MOELAB_PAIRS_NEXT_PF=0, above its MAX_T or with no
+    weight handed over, no NEXT_PF; out of the chain, nothing."""
     from moelab.kernels import moe_pairs as mp
     calls = []
 
@@ -796,11 +797,10 @@ def test_pairs_launcher_asks_for_the_prefetches_only_in_the_chain(monkeypatch):
     assert kw["SHARED_PF"] and kw["NEXT_PF"] and kw["USE_PDL"] and kw["next_progs"] == 4
     assert kw["next_bytes"] == 1 << 20 and kw["next_share"] % (16 * kw.get("N_PF", 128)) == 0
     assert kw["next_share"] * kw["next_progs"] >= kw["next_bytes"] and kw["next_ptr"] is nxt
-    kw = launch(2)
-    assert not kw["SHARED_PF"] and not kw.get("NEXT_PF", False)
-    monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF_MAX_T", "2")  # phase 1's kernel of its own from T=2 asks as well
-    kw = launch(2)
+    kw = launch(2)  # phase 1's kernel of its own from T=2 asks as well; the shared prefetch is T=1 only
     assert kw["NEXT_PF"] and not kw["SHARED_PF"] and kw["next_progs"] == 4 and kw["PHASE"] == 1
+    monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF_MAX_T", "1")
+    assert not launch(2).get("NEXT_PF", False)
     monkeypatch.delenv("MOELAB_PAIRS_NEXT_PF_MAX_T")
     assert not launch(1, prefetch=None).get("NEXT_PF", False)
     kw = launch(1, chain=False)

@@ -263,10 +263,13 @@ PAIRS_SHARED_FIRST = 0
 # block asking L2 for its own 64 KB gate/up tile once it knew its expert (SELF_PF) lost: 2.87 → 3.01 and 2.75 → 2.85
 # ms (removed).
 PAIRS_NEXT_PF_MB = 4
-# Up to how many tokens (session 32, prepared, unmeasured above 1; $MOELAB_PAIRS_NEXT_PF_MAX_T). From T=2 phase 1 is a
-# kernel of its own whose blocks wait for the routing as T=1's do (at Qwen3.5 batch 8, 64 blocks a slot, 72 slots).
-# The shared expert's prefetch lost at T=2 (3.64 -> 3.68 ms, above), so this may too: stage FE measures T=2 and 8.
-PAIRS_NEXT_PF_MAX_T = 1
+# Up to how many tokens ($MOELAB_PAIRS_NEXT_PF_MAX_T). From T=2 phase 1 is a kernel of its own whose blocks wait for
+# the routing as T=1's do (at Qwen3.5 batch 8, 64 blocks a slot, 72 slots). The shared expert's prefetch lost at T=2
+# (3.64 -> 3.68 ms, above); this one won: Qwen3.5 batch 2 3.614 -> 3.562 ms, batch 8 8.258 -> 8.225 (H100, session 32,
+# ab-chain-…T103527, …T103656, three rounds, the same tokens; predicted -0.5..-1.5 % and -0.3..-1 %). So up to 8, the
+# pair kernel's largest T at Qwen3.5's width; Qwen3-30B-A3B's T=2-4 (pairs up to 4 at I=768) is the same code,
+# unmeasured.
+PAIRS_NEXT_PF_MAX_T = 8
 # (Phase 1 as a persistent kernel, 1-4 programs an SM walking its blocks slot by slot so that slots become ready in turn
 # and phase-2 programs resident beside them stream ready slots' w2 early, lost: session 30, H200, sweep-moe-block-
 # persist-…T0657, alone at best a tie at T=1-4 (Qwen3 T=1 24.83 against one kernel's 25.11 ± 2.2, Qwen3.5 T=1 22.46
