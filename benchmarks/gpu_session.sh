@@ -21,6 +21,8 @@
 # Session 31: ER's and ES's MOELAB_ROUTE_BITONIC now switches the route kernel only (on by default since ET); the
 # router's last arriver reads MOELAB_ROUTER_BITONIC (off), so ER's "bt" in the router is that switch now.
 # EW's MOELAB_GDN_PREFETCH lost (batch 1 2.70 -> 2.72, batch 8 8.24 -> 8.31 ms, H100) and is gone.
+# Session 32: EY's MOELAB_PAIRS_SELF_PF (lost) and MOELAB_PAIRS_NEXT_PF_LAST (a tie) are gone, and MOELAB_PAIRS_NEXT_PF
+# is 4 MB by default, so EY's n4 times the default.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log
@@ -1351,12 +1353,23 @@ case "${1:?stage A to G}" in
       MOELAB_PAIRS_NEXT_PF=$v run decode-$m-$v 120 python benchmarks/bench_decode.py --model $m --batch 1 --rows moelab
     done; done
     ;;
-  FE) # session 32 (prepared): the next layer's weight asked of L2 above T=1 (MOELAB_PAIRS_NEXT_PF_MAX_T). From T=2 phase 1
+  FE) # session 32 (ran at 4bd5c8b, when the default was 1; since then it is 8, so n2 and n8 time the default): the next
+      # layer's weight asked of L2 above T=1 (MOELAB_PAIRS_NEXT_PF_MAX_T). From T=2 phase 1
       # is a kernel of its own whose blocks wait for the routing (at batch 8 Qwen3.5 routes with dense + route, two
       # launches, so the wait is longer). Predicted: Qwen3.5 batch 2 -0.5..-1.5 %, batch 8 -0.3..-1 %, if those blocks
       # idle as T=1's do; a loss like the shared prefetch's at T=2 (3.64 -> 3.68 ms) if they are on the critical path.
     run ab-b2-35 120 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 2 --rounds 3 --variants base,n2=MOELAB_PAIRS_NEXT_PF_MAX_T:2
     run ab-b8-35 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 3 --variants base,n8=MOELAB_PAIRS_NEXT_PF_MAX_T:8
+    ;;
+  FF) # session 32 (prepared): (1) the census kernel asking L2 for the next layer's weight while it waits for the router
+      # (MOELAB_CENSUS_NEXT_PF = MB, off; Qwen3-30B-A3B batches 8 and 16 run it in the chain), with its dry control
+      # (the NEXT_PF form compiles to 64 registers, not 67: 8 programs an SM, not 7). Predicted batch 8 -0.3..-1 %
+      # (Qwen3.5's pair kernel at batch 8: -0.4 %), dry a tie. (2) the pair kernel's prefetch above T=1 at the other
+      # width: Qwen3-30B-A3B batches 2 and 4 against MOELAB_PAIRS_NEXT_PF_MAX_T:1 (adopted up to 8 on Qwen3.5 alone).
+    run gpu-tests 150 python -m pytest tests/kernels/test_moe.py -k "census_next or next_weight or launcher" -q -p no:cacheprovider --tb=short -rf
+    run ab-b8 200 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,c4=MOELAB_CENSUS_NEXT_PF:4,dry=MOELAB_CENSUS_NEXT_PF:4+MOELAB_CENSUS_NEXT_PF_DRY
+    run ab-b2 120 python benchmarks/ab_chain.py --batch 2 --rounds 3 --variants base,t1=MOELAB_PAIRS_NEXT_PF_MAX_T:1
+    run ab-b4 120 python benchmarks/ab_chain.py --batch 4 --rounds 3 --variants base,t1=MOELAB_PAIRS_NEXT_PF_MAX_T:1
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -42,8 +42,46 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("probe_round1 needs a CUDA GPU")
     log = tempfile.NamedTemporaryFile("w", suffix=".csv", delete=False).name
-    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw",
+    gpu = f"GPU-{torch.cuda.get_device_properties(torch.cuda.current_device()).uuid}"  # this GPU only
+    smi = subprocess.Popen(["nvidia-smi", "-i", gpu,
+                            "--query-gpu=timestamp,clocks.sm,clocks.mem,temperature.gpu,power.draw",
                             "--format=csv,noheader,nounits", "-lms", "100", "-f", log])
+    try:
+        rows = _runs(args)
+    finally:
+        smi.terminate()
+        smi.wait()
+        samples = _read_log(log)
+        os.unlink(log)
+    for r in rows:
+        inside = [s for s in samples if r["t0"] <= s[0] <= r["t1"]]
+        for j, key in enumerate(["sm_mhz", "mem_mhz", "temp_c", "power_w"], start=1):
+            r[key] = sum(s[j] for s in inside) / len(inside) if inside else float("nan")
+        del r["t0"], r["t1"]
+    report.table(rows, ["phase", "run", "ms_per_token", "sm_mhz", "mem_mhz", "temp_c", "power_w"],
+                 title=f"probe_round1, {args.model}, batch {args.batch}")
+    path = timing.save_result("probe-round1", {"model": args.model, "batch": args.batch, "pause_s": args.pause,
+                                               "shift_first_mb": args.shift_first, "shifts": args.shifts,
+                                               "rows": rows})
+    print(f"saved {path}")
+
+
+def _read_log(log: str) -> list[tuple[float, ...]]:
+    """(epoch seconds, SM MHz, memory MHz, °C, W) per nvidia-smi sample (its timestamps are local time)."""
+    samples = []
+    with open(log) as f:
+        for rec in csv.reader(f):
+            try:
+                stamp, frac = rec[0].strip().split(".")
+                ts = time.mktime(time.strptime(stamp, "%Y/%m/%d %H:%M:%S")) + float("0." + frac)
+                samples.append((ts, *map(float, rec[1:5])))
+            except (ValueError, IndexError):
+                continue
+    return samples
+
+
+def _runs(args) -> list[dict]:
+    """Every timed run: phase, run, ms per token, and its wall-clock window (t0, t1)."""
     eng = build(args.model, random=True, batch=args.batch, max_len=128 + 256 + 8)
     prompt = torch.randint(0, eng.cfg.vocab, (args.batch, 128), generator=torch.Generator().manual_seed(0))
     prompt = prompt.to(eng.device)
@@ -55,7 +93,8 @@ def main() -> None:
 
     def timed(label: str, n: int, recapture: bool = False) -> None:
         if recapture:
-            eng._graph = None
+            eng._graph = None  # freed, unless the caller kept a reference to it
+            torch.cuda.empty_cache()
             eng.generate(prompt, 256)
         for i in range(n):
             t0 = time.time()
@@ -67,7 +106,6 @@ def main() -> None:
     timed("first capture", 5)
     time.sleep(args.pause)
     timed("after pause", 3)
-    torch.cuda.empty_cache()
     timed("recapture", 3, recapture=True)
     kept.append(eng._graph)  # the old graph's buffers stay taken: the next capture's lie elsewhere
     timed("recapture, kept", 3, recapture=True)
@@ -76,27 +114,7 @@ def main() -> None:
     for i in range(args.shifts):
         kept += [eng._graph, torch.empty(1 << 20, dtype=torch.uint8, device=eng.device)]
         timed(f"shift {i + 1}", 1, recapture=True)
-    smi.terminate()
-    smi.wait()
-    samples = []
-    with open(log) as f:
-        for rec in csv.reader(f):
-            try:
-                ts = time.mktime(time.strptime(rec[0].strip().split(".")[0], "%Y/%m/%d %H:%M:%S"))
-                samples.append((ts + float("0." + rec[0].strip().split(".")[1]), *map(float, rec[1:5])))
-            except (ValueError, IndexError):
-                continue
-    os.unlink(log)
-    for r in rows:
-        inside = [s for s in samples if r["t0"] <= s[0] <= r["t1"]]
-        for j, key in enumerate(["sm_mhz", "mem_mhz", "temp_c", "power_w"], start=1):
-            r[key] = sum(s[j] for s in inside) / len(inside) if inside else float("nan")
-        del r["t0"], r["t1"]
-    report.table(rows, ["phase", "run", "ms_per_token", "sm_mhz", "mem_mhz", "temp_c", "power_w"],
-                 title=f"probe_round1, {args.model}, batch {args.batch}")
-    path = timing.save_result("probe-round1", {"model": args.model, "batch": args.batch, "pause_s": args.pause,
-                                               "rows": rows})
-    print(f"saved {path}")
+    return rows
 
 
 if __name__ == "__main__":

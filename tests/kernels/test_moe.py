@@ -734,26 +734,28 @@ def test_pairs_shared_first_gives_the_default_output_bitwise(T, two, monkeypatch
             assert torch.equal(a, c)
 
 
-def test_pairs_next_weight_prefetch_is_a_hint(monkeypatch):
+@pytest.mark.parametrize("T", [1, 2, 8])
+def test_pairs_next_weight_prefetch_is_a_hint(T, monkeypatch):
     """`prefetch=` (the next kernel's weight, asked of L2 by the routed blocks before the PDL wait, its first
-    $MOELAB_PAIRS_NEXT_PF MB): the output is bitwise the same. On the CPU the chain is off, so nothing is asked; on
-    the GPU in a graph, where it is on, the hint runs."""
+    $MOELAB_PAIRS_NEXT_PF MB up to $MOELAB_PAIRS_NEXT_PF_MAX_T tokens): the output is bitwise the same, in one kernel
+    (T=1) and in two (T=2, 8). On the CPU the chain is off, so nothing is asked; on the GPU in a graph, where it is on,
+    the hint runs."""
     from moelab.kernels.moe_pairs import PAIRS_NEXT_PF_MB, moe_pairs, pairs_next_pf_bytes
-    monkeypatch.delenv("MOELAB_PAIRS_NEXT_PF", raising=False)
-    monkeypatch.delenv("MOELAB_PAIRS_NEXT_PF_MAX_T", raising=False)
+    for name in ("MOELAB_PAIRS_NEXT_PF", "MOELAB_PAIRS_NEXT_PF_MAX_T", "MOELAB_PAIRS_TWO"):
+        monkeypatch.delenv(name, raising=False)
     assert pairs_next_pf_bytes(1) == pairs_next_pf_bytes(8) == PAIRS_NEXT_PF_MB << 20 > 0  # on by default (session 32)
     assert pairs_next_pf_bytes(9) == 0  # above the pair kernel's largest T
     monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF", "1")
-    assert pairs_next_pf_bytes(1) == 1 << 20
+    assert pairs_next_pf_bytes(T) == 1 << 20
     dt = torch.float16 if DEV == "cpu" else torch.bfloat16
-    x, w13, w2, w, ids, sh = make(1, 16, 96, 48, 4, dt, seed=11, shared=(40, True))
+    x, w13, w2, w, ids, sh = make(T, 16, 96, 48, 4, dt, seed=11 + T, shared=(40, True))
     nxt = torch.randn(1 << 19, 2, device=DEV, dtype=dt)  # 2 MB: more than is asked for
     cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
-    a = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, 96, x.dtype), config=cfg)
-    b = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, 96, x.dtype), config=cfg, prefetch=nxt)
+    a = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, 96, x.dtype), config=cfg)
+    b = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, 96, x.dtype), config=cfg, prefetch=nxt)
     assert torch.equal(a, b)
     if torch.cuda.is_available():
-        out = poisoned(1, 96, x.dtype)
+        out = poisoned(T, 96, x.dtype)
         moe_pairs(x, w13, w2, w, ids, sh, out=out, config=cfg, prefetch=nxt)  # compile outside the capture
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
@@ -781,7 +783,8 @@ def test_pairs_launcher_asks_for_the_prefetches_only_in_the_chain(monkeypatch):
     monkeypatch.setattr(mp, "interpreting", lambda: False)
     monkeypatch.setattr(mp, "_sms", lambda index: 4)
     monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF", "1")
-    monkeypatch.delenv("MOELAB_PAIRS_SHARED_PF", raising=False)
+    for name in ("MOELAB_PAIRS_SHARED_PF", "MOELAB_PAIRS_NEXT_PF_MAX_T", "MOELAB_PAIRS_TWO"):
+        monkeypatch.delenv(name, raising=False)
     cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
     nxt = torch.zeros(1 << 20, dtype=torch.float16, device=DEV)  # 2 MB, where the weights are (a CPU tensor beside
     #                                                                 CUDA weights is not prefetched)
@@ -809,15 +812,75 @@ def test_pairs_launcher_asks_for_the_prefetches_only_in_the_chain(monkeypatch):
     assert not launch(1).get("NEXT_PF", False)
 
 
+def test_census_next_weight_prefetch(monkeypatch):
+    """The census kernel's NEXT_PF ($MOELAB_CENSUS_NEXT_PF MB, off by default): the launcher asks for it only in the
+    chain, with a weight handed over, from one program an SM (a recorder in place of the kernel: the inline PTX cannot
+    run here); on the GPU the output with it is bitwise the output without it, in a graph."""
+    from moelab.kernels import moe_decode as md
+    cfg = dict(BLOCK_T=16, BLOCK_I=32, BLOCK_K=64, BLOCK_H=64, BLOCK_K2=64, num_warps=4)
+    dt = torch.float16 if DEV == "cpu" else torch.bfloat16
+    x, w13, w2, w, ids, _ = make(8, 16, 96, 64, 4, dt, seed=5)
+    nxt = torch.randn(1 << 20, device=DEV, dtype=dt)  # 2 MB
+    monkeypatch.delenv("MOELAB_CENSUS_NEXT_PF", raising=False)
+    if torch.cuda.is_available():
+        a = md.moe_decode(x, w13, w2, w, ids, out=poisoned(8, 96, dt), config=dict(cfg))
+        monkeypatch.setenv("MOELAB_CENSUS_NEXT_PF", "1")
+        out = poisoned(8, 96, dt)
+        md.moe_decode(x, w13, w2, w, ids, out=out, config=dict(cfg), prefetch=nxt)  # compile outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            md.moe_decode(x, w13, w2, w, ids, out=out, config=dict(cfg), prefetch=nxt)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(a, out)
+        monkeypatch.delenv("MOELAB_CENSUS_NEXT_PF")
+    calls = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: calls.append(kw)
+
+    monkeypatch.setattr(md, "_moe_decode_kernel", Recorder())
+    monkeypatch.setattr(md, "interpreting", lambda: False)
+    monkeypatch.setattr(md, "sm_count", lambda device: 4)
+
+    def launch(chain=True, prefetch=nxt):
+        monkeypatch.setattr(md, "chain_pdl", lambda device, rows: chain)
+        calls.clear()
+        md.moe_decode(x, w13, w2, w, ids, out=poisoned(8, 96, dt), config=dict(cfg), prefetch=prefetch)
+        return calls[0]
+
+    assert md.CENSUS_NEXT_PF_MB == 0 and not launch().get("NEXT_PF", False)  # off by default (unmeasured)
+    monkeypatch.setenv("MOELAB_CENSUS_NEXT_PF", "1")
+    kw = launch()
+    assert kw["NEXT_PF"] and kw["USE_PDL"] and kw["next_progs"] == 4 and kw["next_ptr"] is nxt
+    assert kw["next_bytes"] == 1 << 20 and kw["next_share"] % (16 * 128) == 0
+    assert kw["next_share"] * kw["next_progs"] >= kw["next_bytes"]
+    assert not launch(chain=False).get("NEXT_PF", False) and not launch(prefetch=None).get("NEXT_PF", False)
+    assert not launch(prefetch=nxt[1:]).get("NEXT_PF", False)  # not 16-byte aligned: nothing asked
+    monkeypatch.setenv("MOELAB_CENSUS_NEXT_PF_DRY", "1")  # the control: the same kernel, 0 bytes
+    kw = launch()
+    assert kw["NEXT_PF"] and kw["next_bytes"] == 0
+
+
+def test_census_next_weight_prefetch_compiles_for_sm90(sm90):
+    """NEXT_PF in the census kernel (in the chain at T=8): the bulk prefetch comes before the PDL wait."""
+    job = sm90["moe_decode_next_pf"]
+    assert "error" not in job, job.get("error")
+    ptx = job["ptx"]
+    assert ptx.index("cp.async.bulk.prefetch.L2.global") < ptx.index("griddepcontrol.wait")
+    assert "cp.async.bulk.prefetch" not in sm90["moe_decode_pdl"]["ptx"]
+
+
 def test_pairs_next_weight_prefetch_compiles_for_sm90(sm90):
-    """NEXT_PF at Qwen3-30B-A3B's T=1: the routed blocks' bulk prefetch comes before the PDL wait, with the default
-    cache policy; the kernel without it issues none."""
+    """NEXT_PF at Qwen3-30B-A3B's T=1: the routed blocks' bulk prefetch comes before the PDL wait; the kernel without
+    it issues none."""
     job = sm90["moe_pairs_next_pf"]
     assert "error" not in job, job.get("error")
     ptx = job["ptx"]
     pf = ptx.index("cp.async.bulk.prefetch.L2.global")
     assert pf < ptx.index("griddepcontrol.wait")
-    assert "L2::cache_hint" not in ptx[pf:pf + 120]
     assert "cp.async.bulk.prefetch" not in sm90["moe_pairs_backoff"]["ptx"]
 
 
@@ -848,6 +911,13 @@ def test_pairs_shared_prefetch_compiles_for_sm90(sm90):
     # none), all three before the wait.
     wait = ptx.index("griddepcontrol.wait")
     assert ptx[:wait].count("cp.async.bulk.prefetch.L2.global") == 3 and "setp.gt.s32" in ptx[:wait]
+    # With NEXT_PF too (the default phase-1 kernel at Qwen3.5's T=1): a fourth region, the next kernel's weight,
+    # also before the wait, and nothing after it.
+    both = sm90["moe_pairs_shared_pf_next"]
+    assert "error" not in both, both.get("error")
+    wait = both["ptx"].index("griddepcontrol.wait")
+    assert both["ptx"][:wait].count("cp.async.bulk.prefetch.L2.global") == 4
+    assert "cp.async.bulk.prefetch" not in both["ptx"][wait:]
 
 
 def test_pairs_runs_two_kernels_from_two_tokens(monkeypatch):

@@ -159,16 +159,14 @@ def decode(
 
 def _tp_rank(opts: dict, overlap: bool, oneshot_max_bytes: int, ep: bool = False) -> None:
     """One tensor-parallel rank of `moelab decode` (torchrun's environment variables name it)."""
-    import torch.distributed as dist
-
     from moelab.engine.comm import Comm, env_world
     from moelab.engine.run import measure_run
-    from moelab.engine.tp import build_tp, init_distributed
+    from moelab.engine.tp import build_tp, group_scope, init_distributed
 
     rank, world, local_rank = env_world()
     o = dict(opts)
     dev = init_distributed(rank, world, local_rank)  # cuda:LOCAL_RANK when there are GPUs, else the CPU
-    try:
+    with group_scope():
         comm = Comm(device=dev, oneshot_max_bytes=oneshot_max_bytes)
         ids, new_tokens, repeats, gpu, as_json, folder = (o.pop(k) for k in
                                                           ("ids", "new_tokens", "repeats", "gpu", "as_json", "folder"))
@@ -177,9 +175,6 @@ def _tp_rank(opts: dict, overlap: bool, oneshot_max_bytes: int, ep: bool = False
         tokens, summary = measure_run(eng, ids.to(dev), new_tokens, repeats=repeats, gpu=gpu)
         if rank == 0:
             _print(tokens, summary, _tokenizer(folder), as_json)
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
 
 
 def _print(tokens, summary: dict, tok, as_json: bool) -> None:

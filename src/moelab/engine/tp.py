@@ -27,6 +27,7 @@ Processes: one per GPU, `torch.distributed` (NCCL on CUDA, gloo on the CPU), sta
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -437,22 +438,30 @@ def build_tp(model: str | Path, *, comm: Comm, weights: str | Path | None = None
     return eng
 
 
+@contextlib.contextmanager
+def group_scope():
+    """Leave the process group on the way out: a rank whose work succeeded first meets the others at a barrier, so
+    that every rank is done with every collective before any tears its group down (a rank whose peer closed its gloo
+    pairs first could abort in teardown: seen once in CI as "terminate called without an active exception"). A rank
+    that failed does not wait: its exit makes spawn (or torchrun) stop the others."""
+    try:
+        yield
+        if dist.is_initialized():
+            dist.barrier()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 def _spawned(local_rank: int, world: int, port: int, fn, args: tuple, errors) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(local_rank),
                       WORLD_SIZE=str(world), LOCAL_RANK=str(local_rank))
     try:
-        fn(*args)
-        if dist.is_initialized():
-            # Every rank done with every collective before any tears its group down: a rank whose peer closed
-            # its gloo pairs first could abort in teardown (seen once in CI as "terminate called without an
-            # active exception"). On failure spawn stops the other ranks, so only the success path waits here.
-            dist.barrier()
+        with group_scope():
+            fn(*args)
     except UserError as e:
         errors.put((local_rank, str(e)))
         raise SystemExit(2) from None
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
 
 
 def launch(world: int, fn, *args) -> None:
@@ -479,5 +488,6 @@ def launch(world: int, fn, *args) -> None:
         raise
 
 
-__all__ = ["Comm", "DEFAULT_ONESHOT_MAX_BYTES", "TPModel", "build_tp", "init_distributed", "kv_heads_local",
-           "launch", "load_shard", "local_bytes", "local_config", "random_shard", "shard_specs", "shard_tensor"]
+__all__ = ["Comm", "DEFAULT_ONESHOT_MAX_BYTES", "TPModel", "build_tp", "group_scope", "init_distributed",
+           "kv_heads_local", "launch", "load_shard", "local_bytes", "local_config", "random_shard", "shard_specs",
+           "shard_tensor"]

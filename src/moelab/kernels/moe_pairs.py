@@ -26,22 +26,8 @@ import triton
 import triton.language as tl
 
 from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_int, interpreting, next_pow2
-from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, spin_asm
+from moelab.kernels.moe_decode import _prefetch_range, _swiglu_rows, _wait_geq, next_pf_args, spin_asm
 from moelab.kernels.probe import now_ns, sm_id
-
-
-@triton.jit
-def _prefetch_range(ptr, share, n_bytes, program, N: tl.constexpr):
-    """Program `program` asks L2 for bytes [program·share, (program + 1)·share) of the first n_bytes at ptr, in N bulk
-    prefetches (`cp.async.bulk.prefetch.L2`; `share` a multiple of 16·N, so every piece is 16-byte aligned). (An
-    evict-last policy on them tied with the default one: session 32, ab-chain-…T100544.)"""
-    piece = share // N
-    off = tl.arange(0, N).to(tl.int64) * piece + program * share  # program · share < 2³¹: the bytes asked for
-    size = (tl.minimum(tl.maximum(n_bytes - off, 0), piece) // 16 * 16).to(tl.int32)
-    base = ptr.to(tl.pointer_type(tl.int8), bitcast=True)
-    tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
-        "=r,l,r", [base + off, size], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -370,13 +356,9 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     n_iblk = cdiv(i_max, cfg["BLOCK_I"])
     n_hblk = cdiv(H, cfg["BLOCK_H"])
     n1 = n_slots * n_iblk
-    n_next = min(pairs_next_pf_bytes(T), prefetch.numel() * prefetch.element_size()) if prefetch is not None else 0
-    if (n_next > 0 and pdl and prefetch.is_contiguous() and prefetch.data_ptr() % 16 == 0
-            and prefetch.device == x.device and not interpreting()):
-        n_prog = min(T * k * n_iblk, _sms(x.device.index or 0))  # the first blocks (routed slots' at T=1)
-        unit = 16 * cfg.get("N_PF", 128)
-        cfg.update(next_ptr=prefetch, next_share=cdiv(cdiv(n_next, n_prog), unit) * unit, next_bytes=n_next,
-                   next_progs=n_prog, NEXT_PF=True)
+    if pdl and not interpreting():  # the first blocks (the routed slots'), one an SM
+        cfg.update(next_pf_args(prefetch, pairs_next_pf_bytes(T), T * k * n_iblk, x, _sms(x.device.index or 0),
+                                cfg.get("N_PF", 128)))
     act = torch.empty(n_slots, i_max, dtype=x.dtype, device=x.device)
     part = torch.empty(n_slots, H, dtype=torch.float32, device=x.device)
     gw = torch.empty(T, dtype=torch.float32, device=x.device)
