@@ -1331,8 +1331,16 @@ case "${1:?stage A to G}" in
       # between 2.70 and 2.75, and 8 MB allocated before the first capture may make it slow.
     run probe 200 python benchmarks/probe_round1.py --model qwen3.5-35b-a3b --pause 1 --shifts 10
     run probe-s8 150 python benchmarks/probe_round1.py --model qwen3.5-35b-a3b --pause 1 --shift-first 8
+    ;;   # (the 1 MB shifts shared one 20 MB allocator segment, so only the first moved anything: see FG)
+  FG) # session 32 (prepared): FA again with shifts that move the capture's segments (each (16 + 32 i) MB, a segment of
+      # its own) and a 2 GB gap before the first capture; and a second Engine in the same process (bench_decode builds
+      # one per batch: is batch 2's capture a "first"?). Predicted, if placement: the 2 GB gap makes the first capture
+      # slow (~2.75) or some shifted re-captures fast (~2.70); if not placement, nothing moves.
+    run probe 200 python benchmarks/probe_round1.py --model qwen3.5-35b-a3b --pause 1 --shifts 6
+    run probe-gap 150 python benchmarks/probe_round1.py --model qwen3.5-35b-a3b --pause 1 --shift-first 2048
+    run decode-two 150 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1,1 --rows moelab --no-save
     ;;
-  FB) # session 32, after FA: not where the buffers lie (ten 1 MB shifts all 2.747-2.753 ms; 8 MB before the first
+  FB) # session 32, after FA: not where the buffers lie, as far as FA could move them (ten 1 MB shifts all 2.747-2.753 ms; 8 MB before the first
       # capture still 2.700): the first capture of a process is fast, every later one slow. Which kernels differ?
       # The same trace of the first capture and of a re-capture. (It ran with a --dump-graph option too, which wrote
       # no file: CUDAGraph.debug_dump under torch 2.11; the option is gone.)

@@ -37,7 +37,7 @@ def main() -> None:
     ap.add_argument("--shift-first", type=int, default=0,
                     help="MB allocated (and kept) before the first capture: moves where its buffers lie")
     ap.add_argument("--shifts", type=int, default=0,
-                    help="then this many more captures, each after keeping 1 more MB and the earlier graphs")
+                    help="then this many more captures, the i-th after keeping (16 + 32·i) MB more and the earlier graphs")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("probe_round1 needs a CUDA GPU")
@@ -112,7 +112,10 @@ def _runs(args) -> list[dict]:
     time.sleep(args.pause)
     timed("kept, paused", 2)
     for i in range(args.shifts):
-        kept += [eng._graph, torch.empty(1 << 20, dtype=torch.uint8, device=eng.device)]
+        # Above 10 MB the caching allocator gives a tensor a segment of its own (a cudaMalloc), so each of these moves
+        # where the next capture's segments lie. (Until session 32's review this kept 1 MB tensors, which share one
+        # 20 MB segment: only the first moved anything.)
+        kept += [eng._graph, torch.empty((16 + 32 * i) << 20, dtype=torch.uint8, device=eng.device)]
         timed(f"shift {i + 1}", 1, recapture=True)
     return rows
 
