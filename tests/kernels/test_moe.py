@@ -734,6 +734,20 @@ def test_pairs_shared_first_gives_the_default_output_bitwise(T, two, monkeypatch
             assert torch.equal(a, c)
 
 
+def record_launches(monkeypatch, module, kernel: str) -> list[dict]:
+    """Replace `module.kernel` by a recorder of each launch's keyword arguments, with the module's interpreter check
+    off: the launcher's side of inline-PTX features, which cannot run on the CPU."""
+    calls: list[dict] = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: calls.append(kw)
+
+    monkeypatch.setattr(module, kernel, Recorder())
+    monkeypatch.setattr(module, "interpreting", lambda: False)
+    return calls
+
+
 @pytest.mark.parametrize("T", [1, 2, 8])
 def test_pairs_next_weight_prefetch_is_a_hint(T, monkeypatch):
     """`prefetch=` (the next kernel's weight, asked of L2 by the routed blocks before the PDL wait, its first
@@ -773,14 +787,7 @@ def test_pairs_launcher_asks_for_the_prefetches_only_in_the_chain(monkeypatch):
     (PAIRS_SHARED_PF_MAX_T is 1, PAIRS_NEXT_PF_MAX_T 8); with $MOELAB_PAIRS_NEXT_PF=0, above its MAX_T or with no
     weight handed over, no NEXT_PF; out of the chain, nothing."""
     from moelab.kernels import moe_pairs as mp
-    calls = []
-
-    class Recorder:
-        def __getitem__(self, grid):
-            return lambda *args, **kw: calls.append(kw)
-
-    monkeypatch.setattr(mp, "_moe_pairs_kernel", Recorder())
-    monkeypatch.setattr(mp, "interpreting", lambda: False)
+    calls = record_launches(monkeypatch, mp, "_moe_pairs_kernel")
     monkeypatch.setattr(mp, "_sms", lambda index: 4)
     monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF", "1")
     for name in ("MOELAB_PAIRS_SHARED_PF", "MOELAB_PAIRS_NEXT_PF_MAX_T", "MOELAB_PAIRS_TWO"):
@@ -835,14 +842,7 @@ def test_census_next_weight_prefetch(monkeypatch):
         torch.cuda.synchronize()
         assert torch.equal(a, out)
         monkeypatch.delenv("MOELAB_CENSUS_NEXT_PF")
-    calls = []
-
-    class Recorder:
-        def __getitem__(self, grid):
-            return lambda *args, **kw: calls.append(kw)
-
-    monkeypatch.setattr(md, "_moe_decode_kernel", Recorder())
-    monkeypatch.setattr(md, "interpreting", lambda: False)
+    calls = record_launches(monkeypatch, md, "_moe_decode_kernel")
     monkeypatch.setattr(md, "sm_count", lambda device: 4)
 
     def launch(chain=True, prefetch=nxt):
