@@ -22,7 +22,7 @@
 # router's last arriver reads MOELAB_ROUTER_BITONIC (off), so ER's "bt" in the router is that switch now.
 # EW's MOELAB_GDN_PREFETCH lost (batch 1 2.70 -> 2.72, batch 8 8.24 -> 8.31 ms, H100) and is gone.
 # Session 32: EY's MOELAB_PAIRS_SELF_PF (lost) and MOELAB_PAIRS_NEXT_PF_LAST (a tie) are gone, and MOELAB_PAIRS_NEXT_PF
-# is 4 MB by default, so EY's n4 times the default.
+# is 4 MB by default, so EY's n4 times the default. EU's and EV's MOELAB_PAIRS_SHARED_FIRST (a tie) is gone too.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log

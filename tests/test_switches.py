@@ -46,7 +46,6 @@ CONSTANTS = {
     "MOELAB_ROUTE_BITONIC": ("moelab.kernels.route", "ROUTE_BITONIC"),
     "MOELAB_ROUTER_BITONIC": ("moelab.kernels.route", "ROUTER_BITONIC"),
     "MOELAB_PAIRS_SHARED_PF": ("moelab.kernels.moe_pairs", "PAIRS_SHARED_PF_MAX_T"),
-    "MOELAB_PAIRS_SHARED_FIRST": ("moelab.kernels.moe_pairs", "PAIRS_SHARED_FIRST"),
     "MOELAB_PAIRS_NEXT_PF": ("moelab.kernels.moe_pairs", "PAIRS_NEXT_PF_MB"),
     "MOELAB_PAIRS_NEXT_PF_MAX_T": ("moelab.kernels.moe_pairs", "PAIRS_NEXT_PF_MAX_T"),
     "MOELAB_CENSUS_NEXT_PF": ("moelab.kernels.moe_decode", "CENSUS_NEXT_PF_MB"),

@@ -311,23 +311,23 @@ for _phase in (1, 2):
     SM90_JOBS[f"moe_pairs_phase{_phase}"] = (_module, _kernel, _types,
                                              dict(_consts, PHASE=_phase, SPIN_ASM="", USE_PDL=_phase == 1), *_rest)
 # The phase-1 kernel at Qwen3.5-35B-A3B's T=1 (a shared expert, 8-row blocks, H=2048, I=512), plain and with the shared
-# slots first and their weights prefetched into L2 before the PDL wait (SHARED_PF, session 31).
+# expert's weights prefetched into L2 before the PDL wait (SHARED_PF, session 31).
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_phase1"]
 _consts = dict(_consts, N_SLOTS=9, S_PAD=16, N_IBLK=64, N1=576, HAS_SHARED=True, SHARED_GATE=True)
-SM90_JOBS["moe_pairs_shared"] = (_module, _kernel, _types, dict(_consts, SHARED_FIRST=False, SHARED_PF=False, N_PF=128),
+SM90_JOBS["moe_pairs_shared"] = (_module, _kernel, _types, dict(_consts, SHARED_PF=False, N_PF=128),
                                   *_rest)
-SM90_JOBS["moe_pairs_shared_pf"] = (_module, _kernel, _types, dict(_consts, SHARED_FIRST=False, SHARED_PF=True, N_PF=128), *_rest)
+SM90_JOBS["moe_pairs_shared_pf"] = (_module, _kernel, _types, dict(_consts, SHARED_PF=True, N_PF=128), *_rest)
 SM90_JOBS["moe_pairs_shared_pf_next"] = (_module, _kernel, dict(_types, next_ptr="*bf16"),  # and NEXT_PF (its registers)
                                          dict(_consts, SHARED_PF=True, N_PF=128, NEXT_PF=True), *_rest)
 # The same at Qwen3-30B-A3B's T=1 (no shared expert) with the routed blocks asking L2 for the next kernel's weight before
 # the wait (NEXT_PF, session 31).
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]
-_consts = dict(_consts, SHARED_FIRST=False, SHARED_PF=False, N_PF=128, NEXT_PF=True)
+_consts = dict(_consts, SHARED_PF=False, N_PF=128, NEXT_PF=True)
 SM90_JOBS["moe_pairs_next_pf"] = (_module, _kernel, dict(_types, next_ptr="*bf16"), _consts, *_rest)
 # Every pair-kernel job above states the session-31 switches (a constexpr left out would compile as a runtime value).
 for _name in [n_ for n_, j_ in SM90_JOBS.items() if j_[1] == "_moe_pairs_kernel"]:
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
-    SM90_JOBS[_name] = (_module, _kernel, _types, {"SHARED_FIRST": False, "SHARED_PF": False, "N_PF": 128,
+    SM90_JOBS[_name] = (_module, _kernel, _types, {"SHARED_PF": False, "N_PF": 128,
                                                     "NEXT_PF": False, **_consts}, *_rest)
 # The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
 for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):

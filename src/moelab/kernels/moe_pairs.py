@@ -19,13 +19,12 @@ The shared expert, if any, is one more slot per token, weighted by sigmoid(share
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
 
 from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_int, interpreting, next_pow2
+from moelab.kernels.attention import sm_count
 from moelab.kernels.moe_decode import _prefetch_range, _swiglu_rows, _wait_geq, next_pf_args, spin_asm
 from moelab.kernels.probe import now_ns, sm_id
 
@@ -73,7 +72,6 @@ def _moe_pairs_kernel(
     PHASE: tl.constexpr = 0,  # 0 both phases; 1 or 2 only that phase's code (two kernels from PAIRS_TWO_MIN_T, each
     #                           with the registers of its own phase; phase 2 still polls phase 1's counters)
     PID0=0,  # PHASE 2: the first program's pid (N1)
-    SHARED_FIRST: tl.constexpr = False,  # phase 1 runs the shared slots' blocks first (pids 0..T·N_IBLK-1)
     SHARED_PF: tl.constexpr = False,  # with USE_PDL: shared-slot phase-1 blocks prefetch their weights before the wait
     N_PF: tl.constexpr = 128,  # bulk prefetches a region and program (≥ the threads at 4 warps: none idle)
     pf_on=1,  # SHARED_PF: 0 issues nothing from the same code (the dry control, $MOELAB_PAIRS_SHARED_PF_DRY)
@@ -84,9 +82,7 @@ def _moe_pairs_kernel(
     if TRIGGER and PHASE != 1:
         tl.extra.cuda.gdc_launch_dependents()
     P: tl.constexpr = T * K
-    s1 = pid // N_IBLK  # phase 1's slot (before SHARED_FIRST's rotation)
-    if SHARED_FIRST:
-        s1 = (s1 + P) % N_SLOTS  # 0..T-1 -> the shared slots P..P+T-1, then the routed slots in order
+    s1 = pid // N_IBLK  # phase 1's slot
     if SHARED_PF and USE_PDL and HAS_SHARED and PHASE != 2:
         if (pid < N1) & (s1 == P):  # every token's shared slot reads the same weights: the first asks for them
             _prefetch_shared(sw13_ptr, sw2_ptr, pid % N_IBLK, H, IS, pf_on, BLOCK_I, N_IBLK, N_PF)
@@ -232,10 +228,9 @@ PAIRS_TWO_MIN_T = 2
 # expert's 6.3 MB take to stream (2 µs a layer at 3.1 TB/s, against 2.75 µs measured), and the kernel changed in two
 # ways: the prefetch, and 10 more registers. The dry control ($MOELAB_PAIRS_SHARED_PF_DRY=1: the same code and 90
 # registers, every size 0) says the prefetch bought it, not the registers: base 2.75, dry 2.81, off 2.81 ms (H100,
-# session 32, ab-chain-…T100335, five rounds, this form of the code). SHARED_FIRST (those blocks first in the grid,
-# $MOELAB_PAIRS_SHARED_FIRST) tied without the prefetch (2.83 / 2.83) and with it (2.74 against 2.72): off.
+# session 32, ab-chain-…T100335, five rounds, this form of the code). Running those blocks first in the grid
+# (SHARED_FIRST, session 31) tied without the prefetch (2.83 / 2.83) and with it (2.74 against 2.72): removed.
 PAIRS_SHARED_PF_MAX_T = 1
-PAIRS_SHARED_FIRST = 0
 # The next kernel's weight before the PDL wait (session 31; on since session 32). The routed slots' phase-1 blocks
 # wait for the router too (768 at Qwen3-30B-A3B T=1, 512 at Qwen3.5), with nothing of theirs known; the first of them,
 # one an SM (at Qwen3-30B-A3B's 2 an SM only 264 of the 1,280 are resident at first), ask. The engine hands
@@ -310,11 +305,6 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=bk2, num_warps=4, SPIN_SLEEP=sleep)
 
 
-@functools.cache
-def _sms(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
 def pairs_next_pf_bytes(T: int) -> int:
     """Bytes of the next kernel's weight the routed phase-1 blocks ask L2 for at T tokens ($MOELAB_PAIRS_NEXT_PF, in
     MB, up to $MOELAB_PAIRS_NEXT_PF_MAX_T tokens; 0 above)."""
@@ -341,7 +331,6 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     cs = int(cfg.pop("CS", counter_stride()))
     if spin and interpreting():
         raise ValueError("SPIN_SLEEP > 0 is inline PTX: the Triton interpreter cannot run it")
-    cfg.setdefault("SHARED_FIRST", bool(env_int("MOELAB_PAIRS_SHARED_FIRST", PAIRS_SHARED_FIRST)))
     # (Bulk prefetches take 16-byte-aligned addresses: the shared weights' rows must keep that alignment.)
     cfg.setdefault("SHARED_PF", T <= env_int("MOELAB_PAIRS_SHARED_PF", PAIRS_SHARED_PF_MAX_T) and pdl
                    and shared is not None and (H * x.element_size()) % 16 == 0
@@ -357,7 +346,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     n_hblk = cdiv(H, cfg["BLOCK_H"])
     n1 = n_slots * n_iblk
     if pdl and not interpreting():  # the first blocks (the routed slots'), one an SM
-        cfg.update(next_pf_args(prefetch, pairs_next_pf_bytes(T), T * k * n_iblk, x, _sms(x.device.index or 0),
+        cfg.update(next_pf_args(prefetch, pairs_next_pf_bytes(T), T * k * n_iblk, x, sm_count(x.device),
                                 cfg.get("N_PF", 128)))
     act = torch.empty(n_slots, i_max, dtype=x.dtype, device=x.device)
     part = torch.empty(n_slots, H, dtype=torch.float32, device=x.device)

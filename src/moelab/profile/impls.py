@@ -236,9 +236,10 @@ class LayerFns:
             return hf_route(logits, self.d.k, self.d.renorm)
         return self._route(logits, self.d.k, "softmax", self.d.renorm)
 
-    def experts(self, x, w13, w2, topk_w, topk_ids, shared):
+    def experts(self, x, w13, w2, topk_w, topk_ids, shared, prefetch=None):
+        """prefetch: the next layer's first weight, which moelab's kernels may ask L2 for (as in the engine)."""
         if self.impl == "moelab":
-            return self._experts(x, w13, w2, topk_w, topk_ids, shared)
+            return self._experts(x, w13, w2, topk_w, topk_ids, shared, prefetch=prefetch)
         y = hf_expert_loop(x, w13, w2, topk_w, topk_ids)
         if shared is not None:
             sw13, sw2, sg = shared

@@ -286,14 +286,19 @@ def profile(spec: ModelSpec, *, batch: int, ctxs: list[int], tp: int, impls: tup
                      "engine runs them) and count in attention, not in norms")
     norm_rows = norm_router_max_t(spec.num_experts)
     if with_step and "moelab" in impls and any(spec.moe_layers) and batch <= norm_rows:
+        rows = f"{norm_rows} row{'s' if norm_rows != 1 else ''}"
         notes.append(f"moelab's chained step runs the post-attention add + RMSNorm inside the router's launch "
-                     f"(add_rmsnorm_router, as the engine does up to {norm_rows} row{'s' if norm_rows != 1 else ''}); the per-op table times "
+                     f"(add_rmsnorm_router, as the engine does up to {rows}); the per-op table times "
                      f"add_rmsnorm and router+topk as two units")
     if (with_step and "moelab" in impls and conv_in_proj(batch)
             and any(spec.layer_types[i] == "linear_attention" for i in range(spec.layers))):
         notes.append("moelab's chained step runs the Gated DeltaNet conv inside the input projection's launch "
                      "(linear_conv, as the engine does at this batch: engine.model.conv_in_proj); the per-op table times "
                      "gdn.in_proj and gdn.conv as two units")
+    if with_step and "moelab" in impls and any(spec.moe_layers):
+        notes.append("moelab's chained step hands each MoE kernel the next layer's first weight (or lm_head), which "
+                     "it may ask L2 for while the router runs (GPU, in the PDL chain), as the engine does; the per-op "
+                     "table's experts have none")
     router_logits = (f" and the router's logits beyond the fused router's rows ({fused_router_max_t(spec.num_experts)} "
                      f"at {spec.num_experts} experts; MOELAB_FUSED_ROUTER_MAX_T)" if any(spec.moe_layers) else "")
     notes.append("embedding and sampling run torch in the moelab column too; qkv/o/lm_head, the Gated DeltaNet "

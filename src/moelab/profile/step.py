@@ -77,6 +77,11 @@ class ChainedStep:
         if with_head:
             self.embed, self.lm_head, self.final_norm = r.t(d.vocab, d.H), r.w(d.vocab_local, d.H), 1.0 + 0.1 * r.t(d.H)
         self.layers = [self._weights(r, i) for i in range(built)] if with_layers else []
+        # As the engine (engine.model.Model): each MoE layer hands its experts the weight read after it, the next
+        # layer's first projection or lm_head, which moelab's MoE kernels may ask L2 for while the router runs.
+        for w, nxt in zip(self.layers, self.layers[1:] + [None]):
+            if w["moe"]:
+                w["next"] = (self.lm_head if with_head else None) if nxt is None else nxt.get("qkv", nxt.get("in_proj"))
         self.f: LayerFns | None = None
         self._layer = self._run_layer
         # Gated DeltaNet states change at every call: kept to restore before a correctness comparison.
@@ -148,7 +153,7 @@ class ChainedStep:
             topk_w, ids = self.f.router(x, w["router"])
         else:
             topk_w, ids = self.f.route(self.f.dense(x, w["router"]))  # as the engine: `dense` for the logits
-        return self.f.experts(x, w["w13"], w["w2"], topk_w, ids, w["shared"])
+        return self.f.experts(x, w["w13"], w["w2"], topk_w, ids, w["shared"], w["next"])
 
     def _run_layer(self, h, residual, w):
         x, residual = self.f.add_rmsnorm(h, residual, w["in_norm"])
@@ -156,7 +161,7 @@ class ChainedStep:
         if self.f.impl == "moelab" and w["moe"] and h.shape[0] <= norm_router_max_t(w["router"].shape[0]):
             # As the engine (MoE.with_norm): the post-attention norm inside the router's launch.
             x, residual, topk_w, ids = self.f.norm_router(h, residual, w["post_norm"], w["router"])
-            return self.f.experts(x, w["w13"], w["w2"], topk_w, ids, w["shared"]), residual
+            return self.f.experts(x, w["w13"], w["w2"], topk_w, ids, w["shared"], w["next"]), residual
         x, residual = self.f.add_rmsnorm(h, residual, w["post_norm"])
         return self._mlp(x, w), residual
 
