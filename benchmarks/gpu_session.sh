@@ -1379,6 +1379,14 @@ case "${1:?stage A to G}" in
     run ab-b2 120 python benchmarks/ab_chain.py --batch 2 --rounds 3 --variants base,t1=MOELAB_PAIRS_NEXT_PF_MAX_T:1
     run ab-b4 120 python benchmarks/ab_chain.py --batch 4 --rounds 3 --variants base,t1=MOELAB_PAIRS_NEXT_PF_MAX_T:1
     ;;
+  FH) # session 33 (prepared): phase 2's programs asking L2 for more of the next layer's first weight as they end
+      # (MOELAB_PAIRS_TAIL_PF = MB after NEXT_PF's 4, off), with its dry control (227 registers against 223: still 2
+      # programs an SM). Predicted batch 1 -1..-3 % if the kernel's tail has HBM to spare, a loss if it delays the
+      # last slot's w2.
+    run gpu-tests 100 python -m pytest tests/kernels/test_moe.py -k "tail" -q -p no:cacheprovider --tb=short -rf
+    run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,tp8=MOELAB_PAIRS_TAIL_PF:8,tp16=MOELAB_PAIRS_TAIL_PF:16,dry=MOELAB_PAIRS_TAIL_PF:8+MOELAB_PAIRS_TAIL_PF_DRY
+    run ab-35 200 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,tp8=MOELAB_PAIRS_TAIL_PF:8,tp16=MOELAB_PAIRS_TAIL_PF:16
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -815,6 +815,64 @@ def test_pairs_launcher_asks_for_the_prefetches_only_in_the_chain(monkeypatch):
     assert not launch(1).get("NEXT_PF", False)
 
 
+def test_pairs_tail_prefetch(monkeypatch):
+    """TAIL_PF ($MOELAB_PAIRS_TAIL_PF MB, off by default): in the chain, with a weight handed over, the first
+    cdiv(MB, 64 KB) phase-2 programs (at most all of them) ask L2 for the bytes after NEXT_PF's, in 16-byte-aligned
+    shares that cover them, never past the weight's end; the dry control asks for 0 bytes from the same kernel
+    (a recorder in place of the kernel: the inline PTX cannot run here). On the GPU, in a graph, the output with it is
+    bitwise the output without it."""
+    from moelab.kernels import moe_pairs as mp
+    for name in ("MOELAB_PAIRS_TAIL_PF", "MOELAB_PAIRS_TAIL_PF_DRY", "MOELAB_PAIRS_NEXT_PF_MAX_T", "MOELAB_PAIRS_TWO"):
+        monkeypatch.delenv(name, raising=False)
+    cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
+    dt = torch.float16 if DEV == "cpu" else torch.bfloat16
+    nxt = torch.randn(1 << 20, device=DEV, dtype=dt)  # 2 MB
+    if torch.cuda.is_available():
+        for T in (1, 2):
+            x, w13, w2, w, ids, sh = make(T, 16, 96, 48, 4, dt, seed=21 + T, shared=(40, True))
+            monkeypatch.delenv("MOELAB_PAIRS_TAIL_PF", raising=False)
+            a = mp.moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, 96, dt), config=dict(cfg))
+            monkeypatch.setenv("MOELAB_PAIRS_TAIL_PF", "1")
+            out = poisoned(T, 96, dt)
+            mp.moe_pairs(x, w13, w2, w, ids, sh, out=out, config=dict(cfg), prefetch=nxt)  # compile outside
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                mp.moe_pairs(x, w13, w2, w, ids, sh, out=out, config=dict(cfg), prefetch=nxt)
+            out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert torch.equal(a, out)
+        monkeypatch.delenv("MOELAB_PAIRS_TAIL_PF")
+    calls = record_launches(monkeypatch, mp, "_moe_pairs_kernel")
+    monkeypatch.setattr(mp, "sm_count", lambda device: 4)
+    x, w13, w2, w, ids, sh = make(1, 16, 96, 48, 4, dt, seed=3, shared=(40, True))
+
+    def launch(chain=True, prefetch=nxt):
+        monkeypatch.setattr(mp, "chain_pdl", lambda device, rows: chain)
+        calls.clear()
+        mp.moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, 96, dt), config=dict(cfg), prefetch=prefetch)
+        return calls[-1]
+
+    monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF", "1")
+    assert mp.PAIRS_TAIL_PF_MB == 0 and not launch().get("TAIL_PF", False)  # off by default (unmeasured)
+    monkeypatch.setenv("MOELAB_PAIRS_TAIL_PF", "1")
+    kw = launch()
+    n2 = (4 + 1) * 3  # slots (4 routed, 1 shared) × output blocks of 32 of 96
+    assert kw["TAIL_PF"] and kw["NEXT_PF"] and kw["tail_progs"] == min(16, n2)
+    assert kw["tail_ptr"].data_ptr() == nxt.data_ptr() + (1 << 20)  # after NEXT_PF's first MB
+    assert kw["tail_bytes"] == 1 << 20 and kw["tail_share"] % (16 * 128) == 0
+    assert kw["tail_share"] * kw["tail_progs"] >= kw["tail_bytes"]
+    monkeypatch.setenv("MOELAB_PAIRS_TAIL_PF", "4")  # more than the weight has left: up to its end
+    assert launch()["tail_bytes"] == 1 << 20
+    monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF", "0")  # no NEXT_PF: from the weight's start
+    kw = launch()
+    assert not kw.get("NEXT_PF", False) and kw["tail_ptr"].data_ptr() == nxt.data_ptr() and kw["tail_bytes"] == 2 << 20
+    monkeypatch.setenv("MOELAB_PAIRS_TAIL_PF_DRY", "1")
+    kw = launch()
+    assert kw["TAIL_PF"] and kw["tail_bytes"] == 0
+    assert not launch(chain=False).get("TAIL_PF", False) and not launch(prefetch=None).get("TAIL_PF", False)
+
+
 def test_census_next_weight_prefetch(monkeypatch):
     """The census kernel's NEXT_PF ($MOELAB_CENSUS_NEXT_PF MB, off by default): the launcher asks for it only in the
     chain, with a weight handed over, from one program an SM (a recorder in place of the kernel: the inline PTX cannot
@@ -858,6 +916,19 @@ def test_census_next_weight_prefetch(monkeypatch):
     monkeypatch.setenv("MOELAB_CENSUS_NEXT_PF_DRY", "1")  # the control: the same kernel, 0 bytes
     kw = launch()
     assert kw["NEXT_PF"] and kw["next_bytes"] == 0
+
+
+def test_pairs_tail_prefetch_compiles_for_sm90(sm90):
+    """TAIL_PF at Qwen3-30B-A3B's T=1: phase 2's bulk prefetch comes after the program's last weight load and its
+    release (so it never delays the program's own reads); the kernel without it has NEXT_PF's only, before the wait."""
+    job = sm90["moe_pairs_tail_pf"]
+    assert "error" not in job, job.get("error")
+    ptx = job["ptx"]
+    last_pf = ptx.rindex("cp.async.bulk.prefetch.L2.global")
+    assert last_pf > ptx.rindex("ld.global") and last_pf > ptx.index("atom.")
+    assert ptx.index("cp.async.bulk.prefetch.L2.global") < ptx.index("griddepcontrol.wait")  # NEXT_PF's, first
+    plain = sm90["moe_pairs_next_pf"]["ptx"]
+    assert plain.rindex("cp.async.bulk.prefetch.L2.global") < plain.index("griddepcontrol.wait")
 
 
 def test_census_next_weight_prefetch_compiles_for_sm90(sm90):

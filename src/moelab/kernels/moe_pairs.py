@@ -48,7 +48,7 @@ def _prefetch_shared(sw13_ptr, sw2_ptr, ib, H, IS, on, BLOCK_I: tl.constexpr, N_
     _prefetch_range(sw2_ptr, w2_share, H * IS * EB * on, ib, N_PF)
 
 
-@triton.jit(do_not_specialize=["pf_on"])
+@triton.jit(do_not_specialize=["pf_on", "tail_bytes"])
 def _moe_pairs_kernel(
     # pointers
     x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K]
@@ -77,6 +77,8 @@ def _moe_pairs_kernel(
     pf_on=1,  # SHARED_PF: 0 issues nothing from the same code (the dry control, $MOELAB_PAIRS_SHARED_PF_DRY)
     next_ptr=None, next_share=0, next_bytes=0, next_progs=0,  # NEXT_PF: the next kernel's weight, a share a block
     NEXT_PF: tl.constexpr = False,  # with USE_PDL: the first phase-1 blocks ask L2 for next_bytes of it before the wait
+    tail_ptr=None, tail_share=0, tail_bytes=0, tail_progs=0,  # TAIL_PF: more of the next weight, a share a program
+    TAIL_PF: tl.constexpr = False,  # the first tail_progs phase-2 programs ask L2 for tail_bytes at tail_ptr as they end
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
@@ -201,6 +203,11 @@ def _moe_pairs_kernel(
                 offs_s = tl.arange(0, S_PAD)
                 tl.store(cnt_ptr + offs_s * CS, tl.zeros((S_PAD,), dtype=tl.int32), mask=offs_s < N_SLOTS)
                 tl.store(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 0)
+        if TAIL_PF:
+            # After this program's own reads and its release: HBM is half idle in phase 2's tail (session 16's timeline),
+            # and the next kernel's weight asked now outlives the MoE's stream, which has ended.
+            if q < tail_progs:
+                _prefetch_range(tail_ptr, tail_share, tail_bytes, q, N_PF)
     if PROBE:
         tl.debug_barrier()
         tl.store(probe_ptr + pid * 4 + 2, now_ns(pid))
@@ -251,6 +258,15 @@ PAIRS_NEXT_PF_MB = 4
 # pair kernel's largest T at Qwen3.5's width; Qwen3-30B-A3B's T=2-4 (pairs up to 4 at I=768) is the same code,
 # unmeasured.
 PAIRS_NEXT_PF_MAX_T = 8
+# More of the next kernel's weight, asked by phase 2's programs as they end (session 33, prepared, off). Session 16's
+# timeline at Qwen3-30B-A3B T=1 (H200): phase 1 streams its 50 MB at the ceiling until ~11 µs, then the 25 MB of w2
+# and phase 1's last slots move in ~13 µs, ~2 TB/s: HBM is half idle in the kernel's tail. NEXT_PF's 4 MB, asked
+# while the router runs, may not all outlive the 75 MB stream; bytes asked in the tail are the last in. So the first
+# cdiv(MB, 64 KB) phase-2 programs, after their own reads and release, ask L2 for the next weight's bytes after
+# NEXT_PF's ($MOELAB_PAIRS_TAIL_PF = MB, up to PAIRS_NEXT_PF_MAX_T tokens; $MOELAB_PAIRS_TAIL_PF_DRY=1: the same code
+# asking for 0 bytes). Predicted at batch 1 with 8 MB: -1..-3 % if the tail has HBM to spare, a loss if the asks
+# delay the last slot's w2 (what lost in sessions 13, 16 and 19 was phase-2 bytes competing with phase 1).
+PAIRS_TAIL_PF_MB = 0
 # (Phase 1 as a persistent kernel, 1-4 programs an SM walking its blocks slot by slot so that slots become ready in turn
 # and phase-2 programs resident beside them stream ready slots' w2 early, lost: session 30, H200, sweep-moe-block-
 # persist-…T0657, alone at best a tie at T=1-4 (Qwen3 T=1 24.83 against one kernel's 25.11 ± 2.2, Qwen3.5 T=1 22.46
@@ -313,6 +329,26 @@ def pairs_next_pf_bytes(T: int) -> int:
     return env_int("MOELAB_PAIRS_NEXT_PF", PAIRS_NEXT_PF_MB) << 20
 
 
+def _tail_pf_args(prefetch: torch.Tensor | None, head: int, T: int, n2: int, x: torch.Tensor, n_pf: int) -> dict:
+    """TAIL_PF's kernel arguments: the first cdiv(MB, 64 KB) of the n2 phase-2 programs ask L2 for the
+    $MOELAB_PAIRS_TAIL_PF MB of `prefetch` that follow its first `head` bytes (what NEXT_PF asked). {} when off."""
+    mb = env_int("MOELAB_PAIRS_TAIL_PF", PAIRS_TAIL_PF_MB)
+    if prefetch is None or mb <= 0 or T > env_int("MOELAB_PAIRS_NEXT_PF_MAX_T", PAIRS_NEXT_PF_MAX_T):
+        return {}
+    if not prefetch.is_contiguous() or head % prefetch.element_size():
+        return {}
+    rest = prefetch.reshape(-1)[head // prefetch.element_size():]
+    if rest.numel() == 0:
+        return {}
+    n = mb << 20
+    a = next_pf_args(rest, n, cdiv(n, 64 << 10), x, n2, n_pf)
+    if not a:
+        return {}
+    dry = env_int("MOELAB_PAIRS_TAIL_PF_DRY", 0)  # the control: the same kernel, asking for nothing
+    return dict(tail_ptr=a["next_ptr"], tail_share=a["next_share"], tail_bytes=0 if dry else a["next_bytes"],
+                tail_progs=a["next_progs"], TAIL_PF=True)
+
+
 def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None, probe=None,
               prefetch: torch.Tensor | None = None):
     """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]. `probe`, for
@@ -348,6 +384,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     if pdl and not interpreting():  # the first blocks (the routed slots'), one an SM
         cfg.update(next_pf_args(prefetch, pairs_next_pf_bytes(T), T * k * n_iblk, x, sm_count(x.device),
                                 cfg.get("N_PF", 128)))
+        cfg.update(_tail_pf_args(prefetch, cfg.get("next_bytes", 0), T, n_slots * n_hblk, x, cfg.get("N_PF", 128)))
     act = torch.empty(n_slots, i_max, dtype=x.dtype, device=x.device)
     part = torch.empty(n_slots, H, dtype=torch.float32, device=x.device)
     gw = torch.empty(T, dtype=torch.float32, device=x.device)
