@@ -23,6 +23,8 @@
 # EW's MOELAB_GDN_PREFETCH lost (batch 1 2.70 -> 2.72, batch 8 8.24 -> 8.31 ms, H100) and is gone.
 # Session 32: EY's MOELAB_PAIRS_SELF_PF (lost) and MOELAB_PAIRS_NEXT_PF_LAST (a tie) are gone, and MOELAB_PAIRS_NEXT_PF
 # is 4 MB by default, so EY's n4 times the default. EU's and EV's MOELAB_PAIRS_SHARED_FIRST (a tie) is gone too.
+# Session 33: MOELAB_PAIRS_TAIL_PF (FH, FI: lost) and MOELAB_CENSUS_NEXT_PF (FF, FI: its dry control gave the same) are
+# gone.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log
@@ -1386,6 +1388,12 @@ case "${1:?stage A to G}" in
     run gpu-tests 100 python -m pytest tests/kernels/test_moe.py -k "tail" -q -p no:cacheprovider --tb=short -rf
     run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,tp8=MOELAB_PAIRS_TAIL_PF:8,tp16=MOELAB_PAIRS_TAIL_PF:16,dry=MOELAB_PAIRS_TAIL_PF:8+MOELAB_PAIRS_TAIL_PF_DRY
     run ab-35 200 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,tp8=MOELAB_PAIRS_TAIL_PF:8,tp16=MOELAB_PAIRS_TAIL_PF:16
+    ;;
+  FI) # session 33: FH and FF's census A/B in one call (the device was scarce): the priorities first, the tests last.
+    run ab-b1 170 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,tp8=MOELAB_PAIRS_TAIL_PF:8,tp16=MOELAB_PAIRS_TAIL_PF:16,dry=MOELAB_PAIRS_TAIL_PF:8+MOELAB_PAIRS_TAIL_PF_DRY
+    run ab-35 130 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,tp8=MOELAB_PAIRS_TAIL_PF:8,tp16=MOELAB_PAIRS_TAIL_PF:16
+    run ab-b8 150 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,c4=MOELAB_CENSUS_NEXT_PF:4,dry=MOELAB_CENSUS_NEXT_PF:4+MOELAB_CENSUS_NEXT_PF_DRY
+    run gpu-tests 100 python -m pytest tests/kernels/test_moe.py -k "tail or census_next or next_weight or launcher" -q -p no:cacheprovider --tb=short -rf
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -48,7 +48,6 @@ CONSTANTS = {
     "MOELAB_PAIRS_SHARED_PF": ("moelab.kernels.moe_pairs", "PAIRS_SHARED_PF_MAX_T"),
     "MOELAB_PAIRS_NEXT_PF": ("moelab.kernels.moe_pairs", "PAIRS_NEXT_PF_MB"),
     "MOELAB_PAIRS_NEXT_PF_MAX_T": ("moelab.kernels.moe_pairs", "PAIRS_NEXT_PF_MAX_T"),
-    "MOELAB_CENSUS_NEXT_PF": ("moelab.kernels.moe_decode", "CENSUS_NEXT_PF_MB"),
     "MOELAB_GDN_PDL": ("moelab.kernels.gdn", "GDN_PDL"),
     "MOELAB_GDN_CONV_IN_PROJ": ("moelab.engine.model", "GDN_CONV_IN_PROJ_MAX_T"),
 }

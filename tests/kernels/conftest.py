@@ -324,14 +324,11 @@ SM90_JOBS["moe_pairs_shared_pf_next"] = (_module, _kernel, dict(_types, next_ptr
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]
 _consts = dict(_consts, SHARED_PF=False, N_PF=128, NEXT_PF=True)
 SM90_JOBS["moe_pairs_next_pf"] = (_module, _kernel, dict(_types, next_ptr="*bf16"), _consts, *_rest)
-# And with phase 2's programs asking L2 for more of it as they end (TAIL_PF, session 33).
-SM90_JOBS["moe_pairs_tail_pf"] = (_module, _kernel, dict(_types, next_ptr="*bf16", tail_ptr="*bf16"),
-                                  dict(_consts, TAIL_PF=True), *_rest)
 # Every pair-kernel job above states the session-31 switches (a constexpr left out would compile as a runtime value).
 for _name in [n_ for n_, j_ in SM90_JOBS.items() if j_[1] == "_moe_pairs_kernel"]:
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name] = (_module, _kernel, _types, {"SHARED_PF": False, "N_PF": 128,
-                                                    "NEXT_PF": False, "TAIL_PF": False, **_consts}, *_rest)
+                                                    "NEXT_PF": False, **_consts}, *_rest)
 # The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
 for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
@@ -379,14 +376,6 @@ SM90_JOBS["moe_decode_pdl"] = (_module, _kernel, _types, dict(_consts, S_MAX=64,
 SM90_JOBS["moe_decode_tma"] = (_module, _kernel, dict(_types, w13_desc="tensordesc<bf16[32, 64]>",
                                                       w2_desc="tensordesc<bf16[64, 64]>"),
                                dict(SM90_JOBS["moe_decode_pdl"][3], TMA=True), _div16_t8, *_rest)
-# Every census job states NEXT_PF (session 32) and its piece count; "moe_decode_next_pf" asks L2 for the next kernel's
-# weight before the PDL wait, in the chain at T=8.
-for _name in [n_ for n_, j_ in SM90_JOBS.items() if j_[1] == "_moe_decode_kernel"]:
-    _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
-    SM90_JOBS[_name] = (_module, _kernel, _types, {"NEXT_PF": False, "N_PF": 128, **_consts}, *_rest)
-_module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_decode_pdl"]
-SM90_JOBS["moe_decode_next_pf"] = (_module, _kernel, dict(_types, next_ptr="*bf16"), dict(_consts, NEXT_PF=True),
-                                   *_rest)
 
 # The router's NORM constexprs (session 22), off in the plain router jobs above; on in "router_norm" (T=1 on one warp,
 # one expert a program: router_config's launch at Qwen3-30B-A3B, which `add_rmsnorm_router` takes in the engine).

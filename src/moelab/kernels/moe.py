@@ -58,9 +58,8 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
     validate: check expert ids on the host (a sync). Default: yes, except under CUDA-graph capture, where
     an out-of-range id instead turns its token's output row into NaN inside the kernel.
     path: force one of PATHS (benchmarks and tests); default by `pairs_max_t` and `DECODE_MAX_PAIRS`.
-    prefetch: the next kernel's weight (the engine's next layer's first projection), which the pair kernel and the
-    census kernel may ask L2 for while they wait for the router (`moe_pairs.pairs_next_pf_bytes`,
-    `moe_decode.CENSUS_NEXT_PF_MB`); a hint, nothing else changes.
+    prefetch: the next kernel's weight (the engine's next layer's first projection), which the pair kernel may ask L2
+    for while it waits for the router (`moe_pairs.pairs_next_pf_bytes`); a hint, nothing else changes.
     """
     capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
     check_moe_args(x, w13, w2, topk_weights, topk_ids, shared, check_ids=(not capturing) if validate is None else validate)
@@ -90,7 +89,7 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
         return moe_pairs(x, w13, w2, topk_weights, topk_ids, shared, out=out, prefetch=prefetch)
     if path == "decode":
         from moelab.kernels.moe_decode import moe_decode
-        return moe_decode(x, w13, w2, topk_weights, topk_ids, shared, out=out, prefetch=prefetch)
+        return moe_decode(x, w13, w2, topk_weights, topk_ids, shared, out=out)
     if path == "grouped":
         from moelab.kernels.moe_grouped import moe_grouped
         return moe_grouped(x, w13, w2, topk_weights, topk_ids, shared, out=out)

@@ -29,9 +29,8 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_flag, env_int, interpreting, next_pow2
+from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_flag, interpreting, next_pow2
 from moelab.kernels import dot_precision as _prec
-from moelab.kernels.attention import sm_count
 
 
 @triton.jit
@@ -92,20 +91,6 @@ def _swiglu_rows(w_base, s_row, x_row_ptr, offs_i, imask, I_s, H, BLOCK_I: tl.co
 
 
 @triton.jit
-def _prefetch_range(ptr, share, n_bytes, program, N: tl.constexpr):
-    """Program `program` asks L2 for bytes [program·share, (program + 1)·share) of the first n_bytes at ptr, in N bulk
-    prefetches (`cp.async.bulk.prefetch.L2`; `share` a multiple of 16·N, so every piece is 16-byte aligned). (An
-    evict-last policy on them tied with the default one: session 32, ab-chain-…T100544.)"""
-    piece = share // N
-    off = tl.arange(0, N).to(tl.int64) * piece + tl.cast(program, tl.int64) * share  # the bytes asked for
-    size = (tl.minimum(tl.maximum(n_bytes - off, 0), piece) // 16 * 16).to(tl.int32)
-    base = ptr.to(tl.pointer_type(tl.int8), bitcast=True)
-    tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
-        "=r,l,r", [base + off, size], dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
 def _moe_decode_kernel(
     # pointers
     x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K]
@@ -127,16 +112,10 @@ def _moe_decode_kernel(
     TMA: tl.constexpr = False,  # weight tiles by tensor descriptor (Hopper TMA), not pointer loads; no shared expert
     CS: tl.constexpr = 1,  # counter stride (int32s): kernels.COUNTER_STRIDE
     SPIN_ASM: tl.constexpr = "",  # the phase-2 wait's backoff between polls (spin_asm; "": the tight spin)
-    next_ptr=None, next_share=0, next_bytes=0, next_progs=0,  # NEXT_PF: the next kernel's weight, a share a program
-    NEXT_PF: tl.constexpr = False,  # with USE_PDL: the first programs ask L2 for next_bytes of it before the wait
-    N_PF: tl.constexpr = 128,  # NEXT_PF: bulk prefetches a program
 ):
     tl.static_assert(not (TMA and HAS_SHARED), "the TMA form has no shared expert")
     if TRIGGER:
         tl.extra.cuda.gdc_launch_dependents()
-    if NEXT_PF and USE_PDL:  # (as the pair kernel's NEXT_PF: these programs would only wait for the router)
-        if tl.program_id(0) < next_progs:
-            _prefetch_range(next_ptr, next_share, next_bytes, tl.program_id(0), N_PF)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the routing, x and the counters all follow the router's completion
     # counters: [0, S_MAX) phase-1 blocks done per slot; [S_MAX, S_MAX+N_HBLK) phase-2 programs done per
@@ -317,36 +296,14 @@ def decode_config(T: int, k: int, H: int, I: int) -> dict:
     return dict(BLOCK_T=block_t, BLOCK_I=32, BLOCK_K=64, BLOCK_H=32, BLOCK_K2=64, num_warps=4)
 
 
-def next_pf_args(prefetch: torch.Tensor | None, n_bytes: int, n_first: int, x: torch.Tensor, sms: int,
-                 n_pf: int = 128) -> dict:
-    """The kernel arguments (NEXT_PF) with which the first min(n_first, sms) programs ask L2 for the first n_bytes of
-    `prefetch`, the next kernel's weight, before their PDL wait: each a share in whole 16·n_pf-byte pieces (so every
-    bulk prefetch is 16-byte aligned). {} when nothing is to be asked: no weight or no bytes, or a weight that is not
-    contiguous, 16-byte aligned and on x's device. The caller checks the chain (PDL) and the interpreter."""
-    if prefetch is None or n_bytes <= 0:
-        return {}
-    if not (prefetch.is_contiguous() and prefetch.data_ptr() % 16 == 0 and prefetch.device == x.device):
-        return {}
-    n = min(n_bytes, prefetch.numel() * prefetch.element_size())
-    n_prog = min(n_first, sms)
-    unit = 16 * n_pf
-    return dict(next_ptr=prefetch, next_share=cdiv(cdiv(n, n_prog), unit) * unit, next_bytes=n, next_progs=n_prog,
-                NEXT_PF=True)
+# (The next kernel's weight asked of L2 while the router runs, as the pair kernel does, was tried here too (session 33,
+# H100, Qwen3-30B-A3B batch 8, ab-chain-…T125644, two rounds, the same tokens): base 10.086 ms, 4 MB 10.073, its dry
+# control (the same kernel asking for 0 bytes: 64 registers against 67) 10.072. The registers, not the prefetch, made
+# the 0.13 %: removed.)
 
 
-# The next kernel's weight asked of L2 while the router runs, as the pair kernel does (`moe_pairs.PAIRS_NEXT_PF_MB`:
-# -1.3..-1.6 % at batch 1-2, -0.4 % at batch 8, H100, session 32): this kernel's phase-1 programs wait for the router
-# too. Prepared in session 32, unmeasured, off: $MOELAB_CENSUS_NEXT_PF = MB (4 is the pair kernel's). The census
-# kernel takes Qwen3-30B-A3B's T=5..16 in the chain (batches 8 and 16) and Qwen3.5's T=9..16. The form with NEXT_PF
-# compiles to 64 registers, not 67 (sm_90, Triton 3.6, T=8 in the chain): 8 programs an SM, not 7. So
-# $MOELAB_CENSUS_NEXT_PF_DRY=1 (the same kernel asking for 0 bytes) is the control for what the registers alone do.
-CENSUS_NEXT_PF_MB = 0
-
-
-def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, config: dict | None = None,
-               prefetch: torch.Tensor | None = None):
-    """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]. `prefetch`: the next
-    kernel's weight, its first $MOELAB_CENSUS_NEXT_PF MB asked of L2 before the PDL wait (in the chain only)."""
+def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, config: dict | None = None):
+    """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]."""
     T, H = x.shape
     E, I2, _ = w13.shape
     I = I2 // 2
@@ -382,11 +339,6 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
            and w13.is_contiguous() and w2.is_contiguous()
            and (H * w13.element_size()) % 16 == 0 and (I * w2.element_size()) % 16 == 0
            and w13.data_ptr() % 16 == 0 and w2.data_ptr() % 16 == 0)
-    if pdl and not interpreting():
-        cfg.update(next_pf_args(prefetch, env_int("MOELAB_CENSUS_NEXT_PF", CENSUS_NEXT_PF_MB) << 20, n1, x,
-                                sm_count(x.device)))
-        if cfg.get("NEXT_PF") and env_flag("MOELAB_CENSUS_NEXT_PF_DRY"):
-            cfg["next_bytes"] = 0  # the dry control: the same kernel and registers, nothing asked
     if tma:
         from triton.tools.tensor_descriptor import TensorDescriptor
         w13_desc = TensorDescriptor.from_tensor(w13.view(E * I2, H), [cfg["BLOCK_I"], cfg["BLOCK_K"]])

@@ -25,8 +25,22 @@ import triton.language as tl
 
 from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_int, interpreting, next_pow2
 from moelab.kernels.attention import sm_count
-from moelab.kernels.moe_decode import _prefetch_range, _swiglu_rows, _wait_geq, next_pf_args, spin_asm
+from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, spin_asm
 from moelab.kernels.probe import now_ns, sm_id
+
+
+@triton.jit
+def _prefetch_range(ptr, share, n_bytes, program, N: tl.constexpr):
+    """Program `program` asks L2 for bytes [program·share, (program + 1)·share) of the first n_bytes at ptr, in N bulk
+    prefetches (`cp.async.bulk.prefetch.L2`; `share` a multiple of 16·N, so every piece is 16-byte aligned). (An
+    evict-last policy on them tied with the default one: session 32, ab-chain-…T100544.)"""
+    piece = share // N
+    off = tl.arange(0, N).to(tl.int64) * piece + tl.cast(program, tl.int64) * share  # the bytes asked for
+    size = (tl.minimum(tl.maximum(n_bytes - off, 0), piece) // 16 * 16).to(tl.int32)
+    base = ptr.to(tl.pointer_type(tl.int8), bitcast=True)
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r", [base + off, size], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -48,7 +62,7 @@ def _prefetch_shared(sw13_ptr, sw2_ptr, ib, H, IS, on, BLOCK_I: tl.constexpr, N_
     _prefetch_range(sw2_ptr, w2_share, H * IS * EB * on, ib, N_PF)
 
 
-@triton.jit(do_not_specialize=["pf_on", "tail_bytes"])
+@triton.jit(do_not_specialize=["pf_on"])
 def _moe_pairs_kernel(
     # pointers
     x_ptr, w13_ptr, w2_ptr, tw_ptr, tid_ptr,  # x[T,H], w13[E,2I,H], w2[E,H,I], topk w/ids [T,K]
@@ -77,8 +91,6 @@ def _moe_pairs_kernel(
     pf_on=1,  # SHARED_PF: 0 issues nothing from the same code (the dry control, $MOELAB_PAIRS_SHARED_PF_DRY)
     next_ptr=None, next_share=0, next_bytes=0, next_progs=0,  # NEXT_PF: the next kernel's weight, a share a block
     NEXT_PF: tl.constexpr = False,  # with USE_PDL: the first phase-1 blocks ask L2 for next_bytes of it before the wait
-    tail_ptr=None, tail_share=0, tail_bytes=0, tail_progs=0,  # TAIL_PF: more of the next weight, a share a program
-    TAIL_PF: tl.constexpr = False,  # the first tail_progs phase-2 programs ask L2 for tail_bytes at tail_ptr as they end
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
@@ -203,11 +215,6 @@ def _moe_pairs_kernel(
                 offs_s = tl.arange(0, S_PAD)
                 tl.store(cnt_ptr + offs_s * CS, tl.zeros((S_PAD,), dtype=tl.int32), mask=offs_s < N_SLOTS)
                 tl.store(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 0)
-        if TAIL_PF:
-            # After this program's own reads and its release: HBM is half idle in phase 2's tail (session 16's timeline),
-            # and the next kernel's weight asked now outlives the MoE's stream, which has ended.
-            if q < tail_progs:
-                _prefetch_range(tail_ptr, tail_share, tail_bytes, q, N_PF)
     if PROBE:
         tl.debug_barrier()
         tl.store(probe_ptr + pid * 4 + 2, now_ns(pid))
@@ -255,18 +262,15 @@ PAIRS_NEXT_PF_MB = 4
 # the routing as T=1's do (at Qwen3.5 batch 8, 64 blocks a slot, 72 slots). The shared expert's prefetch lost at T=2
 # (3.64 -> 3.68 ms, above); this one won: Qwen3.5 batch 2 3.614 -> 3.562 ms, batch 8 8.258 -> 8.225 (H100, session 32,
 # ab-chain-…T103527, …T103656, three rounds, the same tokens; predicted -0.5..-1.5 % and -0.3..-1 %). So up to 8, the
-# pair kernel's largest T at Qwen3.5's width; Qwen3-30B-A3B's T=2-4 (pairs up to 4 at I=768) is the same code,
-# unmeasured.
+# pair kernel's largest T at Qwen3.5's width. At Qwen3-30B-A3B's width (pairs up to 4 at I=768), against
+# MOELAB_PAIRS_NEXT_PF_MAX_T:1 (H100, session 33, the same tokens): batch 2 4.214 -> 4.158 ms (ab-chain-…T125731),
+# batch 4 6.418 -> 6.387 (…T125854).
 PAIRS_NEXT_PF_MAX_T = 8
-# More of the next kernel's weight, asked by phase 2's programs as they end (session 33, prepared, off). Session 16's
-# timeline at Qwen3-30B-A3B T=1 (H200): phase 1 streams its 50 MB at the ceiling until ~11 µs, then the 25 MB of w2
-# and phase 1's last slots move in ~13 µs, ~2 TB/s: HBM is half idle in the kernel's tail. NEXT_PF's 4 MB, asked
-# while the router runs, may not all outlive the 75 MB stream; bytes asked in the tail are the last in. So the first
-# cdiv(MB, 64 KB) phase-2 programs, after their own reads and release, ask L2 for the next weight's bytes after
-# NEXT_PF's ($MOELAB_PAIRS_TAIL_PF = MB, up to PAIRS_NEXT_PF_MAX_T tokens; $MOELAB_PAIRS_TAIL_PF_DRY=1: the same code
-# asking for 0 bytes). Predicted at batch 1 with 8 MB: -1..-3 % if the tail has HBM to spare, a loss if the asks
-# delay the last slot's w2 (what lost in sessions 13, 16 and 19 was phase-2 bytes competing with phase 1).
-PAIRS_TAIL_PF_MB = 0
+# (More of that weight asked by phase 2's programs as they end, after their own reads, lost: session 33, H100,
+# ab-chain-…T125117 and …T125213, three rounds, the same tokens. Predicted -1..-3 % at batch 1 from session 16's
+# timeline, in which HBM is half idle in the kernel's tail. Qwen3-30B-A3B: base 2.850 ms, 8 MB 2.892, 16 MB 2.938, the
+# dry control (the same kernel, 227 registers against 223, asking for 0 bytes) 2.851; Qwen3.5: 2.726, 2.798, 2.862.
+# The loss grows with the bytes asked: the tail's HBM is not idle for the kernel's own last reads.)
 # (Phase 1 as a persistent kernel, 1-4 programs an SM walking its blocks slot by slot so that slots become ready in turn
 # and phase-2 programs resident beside them stream ready slots' w2 early, lost: session 30, H200, sweep-moe-block-
 # persist-…T0657, alone at best a tie at T=1-4 (Qwen3 T=1 24.83 against one kernel's 25.11 ± 2.2, Qwen3.5 T=1 22.46
@@ -321,32 +325,29 @@ def pairs_config(T: int, k: int, H: int, I: int) -> dict:
     return dict(BLOCK_I=8, BLOCK_K=1024, BLOCK_H=32, BLOCK_K2=bk2, num_warps=4, SPIN_SLEEP=sleep)
 
 
+def next_pf_args(prefetch: torch.Tensor | None, n_bytes: int, n_first: int, x: torch.Tensor, sms: int,
+                 n_pf: int = 128) -> dict:
+    """The kernel arguments (NEXT_PF) with which the first min(n_first, sms) programs ask L2 for the first n_bytes of
+    `prefetch`, the next kernel's weight, before their PDL wait: each a share in whole 16·n_pf-byte pieces (so every
+    bulk prefetch is 16-byte aligned). {} when nothing is to be asked: no weight or no bytes, or a weight that is not
+    contiguous, 16-byte aligned and on x's device. The caller checks the chain (PDL) and the interpreter."""
+    if prefetch is None or n_bytes <= 0:
+        return {}
+    if not (prefetch.is_contiguous() and prefetch.data_ptr() % 16 == 0 and prefetch.device == x.device):
+        return {}
+    n = min(n_bytes, prefetch.numel() * prefetch.element_size())
+    n_prog = min(n_first, sms)
+    unit = 16 * n_pf
+    return dict(next_ptr=prefetch, next_share=cdiv(cdiv(n, n_prog), unit) * unit, next_bytes=n, next_progs=n_prog,
+                NEXT_PF=True)
+
+
 def pairs_next_pf_bytes(T: int) -> int:
     """Bytes of the next kernel's weight the routed phase-1 blocks ask L2 for at T tokens ($MOELAB_PAIRS_NEXT_PF, in
     MB, up to $MOELAB_PAIRS_NEXT_PF_MAX_T tokens; 0 above)."""
     if T > env_int("MOELAB_PAIRS_NEXT_PF_MAX_T", PAIRS_NEXT_PF_MAX_T):
         return 0
     return env_int("MOELAB_PAIRS_NEXT_PF", PAIRS_NEXT_PF_MB) << 20
-
-
-def _tail_pf_args(prefetch: torch.Tensor | None, head: int, T: int, n2: int, x: torch.Tensor, n_pf: int) -> dict:
-    """TAIL_PF's kernel arguments: the first cdiv(MB, 64 KB) of the n2 phase-2 programs ask L2 for the
-    $MOELAB_PAIRS_TAIL_PF MB of `prefetch` that follow its first `head` bytes (what NEXT_PF asked). {} when off."""
-    mb = env_int("MOELAB_PAIRS_TAIL_PF", PAIRS_TAIL_PF_MB)
-    if prefetch is None or mb <= 0 or T > env_int("MOELAB_PAIRS_NEXT_PF_MAX_T", PAIRS_NEXT_PF_MAX_T):
-        return {}
-    if not prefetch.is_contiguous() or head % prefetch.element_size():
-        return {}
-    rest = prefetch.reshape(-1)[head // prefetch.element_size():]
-    if rest.numel() == 0:
-        return {}
-    n = mb << 20
-    a = next_pf_args(rest, n, cdiv(n, 64 << 10), x, n2, n_pf)
-    if not a:
-        return {}
-    dry = env_int("MOELAB_PAIRS_TAIL_PF_DRY", 0)  # the control: the same kernel, asking for nothing
-    return dict(tail_ptr=a["next_ptr"], tail_share=a["next_share"], tail_bytes=0 if dry else a["next_bytes"],
-                tail_progs=a["next_progs"], TAIL_PF=True)
 
 
 def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None, probe=None,
@@ -384,7 +385,6 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     if pdl and not interpreting():  # the first blocks (the routed slots'), one an SM
         cfg.update(next_pf_args(prefetch, pairs_next_pf_bytes(T), T * k * n_iblk, x, sm_count(x.device),
                                 cfg.get("N_PF", 128)))
-        cfg.update(_tail_pf_args(prefetch, cfg.get("next_bytes", 0), T, n_slots * n_hblk, x, cfg.get("N_PF", 128)))
     act = torch.empty(n_slots, i_max, dtype=x.dtype, device=x.device)
     part = torch.empty(n_slots, H, dtype=torch.float32, device=x.device)
     gw = torch.empty(T, dtype=torch.float32, device=x.device)
