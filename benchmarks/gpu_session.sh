@@ -1395,6 +1395,12 @@ case "${1:?stage A to G}" in
     run ab-b8 150 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,c4=MOELAB_CENSUS_NEXT_PF:4,dry=MOELAB_CENSUS_NEXT_PF:4+MOELAB_CENSUS_NEXT_PF_DRY
     run gpu-tests 100 python -m pytest tests/kernels/test_moe.py -k "tail or census_next or next_weight or launcher" -q -p no:cacheprovider --tb=short -rf
     ;;
+  FJ) # session 33 (prepared): the re-capture question with an eager prefill between the capture and the timing, as
+      # engine.run.measure_run does (bench_decode's two engines ran at the re-captures' 2.73 ms where the probe's first
+      # capture gave 2.68, session 33). Predicted, if the prefill is it: "after a prefill" at ~2.73, the first capture
+      # and the pause at ~2.68.
+    run probe 200 python benchmarks/probe_round1.py --model qwen3.5-35b-a3b --pause 1
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
