@@ -11,9 +11,10 @@ things here:
   speed, a re-capture moves it, and a pause changes nothing.
 The script times the same captured graph several times in a row, again after an idle pause, again after one eager
 prefill (session 33: bench_decode, which times the prefill between the capture and the decode, gave two Engines
-2.734 and 2.737 ms on the machine where this script's first capture gave 2.678 and its re-captures 2.727), then after a re-capture
-that frees the first graph and after one that keeps it (so the new buffers must lie elsewhere). `nvidia-smi` logs the
-SM clock, the memory clock, the temperature and the power every 100 ms; each timed run reports their means.
+2.734 and 2.737 ms on the machine where this script's first capture gave 2.678 and its re-captures 2.727), then
+after a re-capture that frees the first graph and after one that keeps it (so the new buffers must lie elsewhere).
+`nvidia-smi` logs the SM clock, the memory clock, the temperature and the power every 100 ms; each timed run reports
+their means.
 """
 
 from __future__ import annotations

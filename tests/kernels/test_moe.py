@@ -809,6 +809,7 @@ def test_pairs_launcher_asks_for_the_prefetches_only_in_the_chain(monkeypatch):
     assert not launch(2).get("NEXT_PF", False)
     monkeypatch.delenv("MOELAB_PAIRS_NEXT_PF_MAX_T")
     assert not launch(1, prefetch=None).get("NEXT_PF", False)
+    assert not launch(1, prefetch=nxt[1:]).get("NEXT_PF", False)  # not 16-byte aligned: nothing asked
     kw = launch(1, chain=False)
     assert not kw["SHARED_PF"] and not kw.get("NEXT_PF", False) and not kw["USE_PDL"]
     monkeypatch.setenv("MOELAB_PAIRS_NEXT_PF", "0")
