@@ -147,3 +147,26 @@ def test_the_gdn_table_shows_the_shipped_kernels_graph_replayed(tmp_path):
     assert md.count("### Gated DeltaNet decode kernels") == 1
     assert "| 1 | 1 | gdn.recurrence | eager | 75 |" in md and "| 1 | 1 | gdn.recurrence | moelab | 4.5 |" in md
     assert "bv16w2" not in md and "| 70 |" not in md
+
+
+def test_h100_decode_records_get_their_own_tables(tmp_path):
+    """A decode record in results/h100/ shows under its own H100 heading, never in the main (H200) table; without one
+    there is no H100 section. A commit marked dirty keeps its mark."""
+    import json
+
+    from moelab import report
+
+    def rec(folder, name, tps, commit="c"):
+        folder.mkdir(exist_ok=True)
+        body = {"kind": "bench-decode", "env": {"device": "GPU", "date": "2026-01-01", "commit": commit}, "model": "m",
+                "prompt_len": 1, "new_tokens": 2, "rows": [{"batch": 1, "row": "moelab", "tokens_per_s": tps}]}
+        (folder / name).write_text(json.dumps(body))
+
+    rec(tmp_path, "main.json", 111)
+    assert "On an H100" not in report.results_markdown(str(tmp_path))
+    rec(tmp_path / "h100", "h.json", 222, commit="0123456789abcdef-dirty")
+    md = report.results_markdown(str(tmp_path))
+    main, h100 = md.split("### On an H100")
+    assert "| 111 |" in main and "222" not in main and "h.json" not in main
+    assert "| 222 |" in h100 and "[1] `h.json`" in h100 and "111" not in h100
+    assert "commit 0123456789ab-dirty" in h100

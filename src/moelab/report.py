@@ -102,8 +102,9 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def _env_line(env: dict[str, Any]) -> str:
+    sha, dash, rest = str(env.get("commit")).partition("-")  # a full sha shortened; "-dirty" kept whole
     return (f"{env.get('device')}, driver {env.get('driver')}, torch {env.get('torch')}, triton {env.get('triton')}, "
-            f"commit {str(env.get('commit'))[:12]}, {env.get('date')}")
+            f"commit {sha[:12]}{dash}{rest}, {env.get('date')}")
 
 
 def shipped(r: dict) -> bool:
@@ -179,12 +180,16 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
     import json
     from pathlib import Path
 
-    recs = []
-    for p in sorted(Path(results_dir).glob("*.json")):
-        try:
-            recs.append((p.name, json.loads(p.read_text())))
-        except (OSError, ValueError):
-            continue
+    def load(folder: Path) -> list[tuple[str, dict]]:
+        recs = []
+        for p in sorted(folder.glob("*.json")):
+            try:
+                recs.append((p.name, json.loads(p.read_text())))
+            except (OSError, ValueError):
+                continue
+        return recs
+
+    recs = load(Path(results_dir))
     out = []
     hws = [(n, r) for n, r in recs if r.get("kind") == "hw" and shipped(r)]
     if hws:
@@ -302,10 +307,8 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
     # End to end: each (batch, implementation) from the newest run that measured it. The baselines (transformers eager
     # and compiled, moelab's eager reference) run ~0.05-0.2 s a token and are not re-run with every change of moelab's
     # kernels, so their rows may come from another run than moelab's: the `run` column says which.
-    out += _merged_tables(
-        recs, "bench-decode",
-        lambda r: {((r["model"], r["prompt_len"], r["new_tokens"]), x["batch"], x["row"]): [x] for x in r["rows"]},
-        heading="End-to-end decode (`benchmarks/bench_decode.py`)",
+    decode = dict(
+        cells=lambda r: {((r["model"], r["prompt_len"], r["new_tokens"]), x["batch"], x["row"]): [x] for x in r["rows"]},
         preamble=lambda i: (f"{i[0]}, random bf16 weights, prompt {i[1]}, up to {i[2]} new tokens (the eager rows time "
                             "fewer: they run ~100 ms a token). Each row comes from the newest run that measured it; "
                             "rows of different runs were measured in different processes."),
@@ -314,10 +317,20 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
         row=lambda x: (x["batch"], x["row"], x.get("new_tokens"), x.get("decode_ms_per_token"), x.get("tokens_per_s"),
                        x.get("pct_of_floor"), x.get("decode_spread_pct"), x.get("prefill_logits_rel_err_vs_hf")),
         order=lambda c, first: (c[1], first[c]))
+    out += _merged_tables(recs, "bench-decode", heading="End-to-end decode (`benchmarks/bench_decode.py`)", **decode)
     for name, r in _newest(recs, "verify-moe"):
         out.append(f"### `moelab verify` on the second worklog's MoE problems\n\n{_env_line(r['env'])} — `{name}`\n")
         keys = list(r["rows"][0].keys()) if r["rows"] else []
         out += [_md_table(keys, [[x.get(k) for k in keys] for x in r["rows"]]), ""]
+    # Runs on an H100 (sessions when no H200 came) live in results_dir/h100/ and never enter the tables above; their
+    # end-to-end decode gets tables of its own, floors against the H100's own measured ceilings.
+    h100 = load(Path(results_dir) / "h100")
+    if any(r.get("kind") == "bench-decode" and shipped(r) for _, r in h100):
+        out.append("### On an H100 (`benchmarks/results/h100/`)\n\nRecords from sessions in which only H100s came. "
+                   "Their code is newer than some of the H200 records above; the floors are the H100's, from "
+                   "bandwidth measured on it.\n")
+        out += _merged_tables(h100, "bench-decode", heading="End-to-end decode on an H100 (`benchmarks/bench_decode.py`)",
+                              **decode)
     return "\n".join(out).strip() + "\n"
 
 
