@@ -14,7 +14,8 @@ a switch that changes a reduction's order changes roundings).
 A re-captured graph runs ~2 % slower than an engine's first capture (session 32, benchmarks/probe_round1.py; the cause
 is not known). So the engine's first capture runs untimed before the rounds, and every timed run is a re-capture (until
 session 32 the first variant's first round was the first capture, a fast outlier the median left out). The ratios
-compare re-captures; `moelab decode` captures once.
+compare re-captures. (`moelab decode` captures once, but then times an eager prefill before the decode, which may
+slow the graph the same way: session 33, benchmarks/probe_round1.py's "after a prefill".)
 """
 
 from __future__ import annotations
