@@ -356,7 +356,7 @@ SM90_JOBS["gdn_recurrence"] = ("gdn", "_gdn_recurrence_kernel",
                                {"q_ptr": "*bf16", "k_ptr": "*bf16", "v_ptr": "*bf16", "b_ptr": "*bf16", "a_ptr": "*bf16",
                                 "alog_ptr": "*bf16", "dtb_ptr": "*bf16", "s_ptr": "*fp32", "o_ptr": "*bf16",
                                 "sqrt_dk": "fp32"},
-                               {"REP": 2, "DK_PAD": 128, "BLOCK_V": 32}, ["DK", "DV"])
+                               {"REP": 2, "DK_PAD": 128, "BLOCK_V": 32, "STATE_EARLY": False}, ["DK", "DV"])
 SM90_JOBS["gdn_norm_gate"] = ("gdn", "_gdn_norm_gate_kernel", {"o_ptr": "*bf16", "z_ptr": "*bf16", "w_ptr": "*bf16",
                                                                "out_ptr": "*bf16", "eps": "fp32"},
                               {"DV_PAD": 128, "PROD": 2}, ["DV"])
@@ -366,6 +366,9 @@ for _name in ("gdn_conv", "gdn_recurrence", "gdn_norm_gate", "attn_gate"):  # pl
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name] = (_module, _kernel, _types, dict(_consts, PDL=False), *_rest)
     SM90_JOBS[_name + "_pdl"] = (_module, _kernel, _types, dict(_consts, PDL=True), *_rest)
+# The recurrence with its state read before the wait ($MOELAB_GDN_STATE_EARLY, the A/B's other arm; session 34).
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["gdn_recurrence_pdl"]
+SM90_JOBS["gdn_recurrence_state_early"] = (_module, _kernel, _types, dict(_consts, STATE_EARLY=True), *_rest)
 # The same PDL-launched ($MOELAB_ROUTE_PDL, session 26): it waits for the kernel before it, then reads the logits.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["route_trigger"]
 SM90_JOBS["route_pdl"] = (_module, _kernel, _types, dict(_consts, USE_PDL=True), *_rest)

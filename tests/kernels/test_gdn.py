@@ -231,6 +231,19 @@ def test_compiles_for_sm90(sm90, job):
     assert ptx[:wait].count("ld.global") <= {"gdn_conv": 4, "gdn_recurrence": 2, "gdn_norm_gate": 1}[job]
 
 
+def test_compiles_for_sm90_state_early(sm90):
+    """$MOELAB_GDN_STATE_EARLY's form: the state's loads (8+ a thread) move before griddepcontrol.wait, and still
+    nothing is stored before it."""
+    job = sm90["gdn_recurrence_state_early"]
+    assert "error" not in job, job.get("error")
+    ptx = job["ptx"]
+    wait = ptx.index("griddepcontrol.wait")
+    assert ptx[:wait].count("ld.global") >= 8 + 2
+    assert "st.global" not in ptx[:wait]
+    shipped = sm90["gdn_recurrence_pdl"]["ptx"]
+    assert shipped[shipped.index("griddepcontrol.wait"):].count("ld.global") > ptx[wait:].count("ld.global")
+
+
 def test_gdn_pdl_is_on_by_default_and_never_off_the_chain(monkeypatch):
     monkeypatch.delenv("MOELAB_GDN_PDL", raising=False)
     monkeypatch.setattr(gdn, "chain_pdl", lambda device, rows: rows <= 16)

@@ -78,7 +78,8 @@ def _gdn_conv_kernel(x_ptr, st_ptr, w_ptr, o_ptr, C, T, s_xb, s_xt, s_sb, s_sc, 
 def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr, s_ptr, o_ptr,
                            HV, DK, DV, T, s_qb, s_qt, s_qh, s_kb, s_kt, s_kh, s_vb, s_vt, s_vh, s_bb, s_bt, s_ab, s_at,
                            s_ob, s_ot, s_oh, sqrt_dk,
-                           REP: tl.constexpr, DK_PAD: tl.constexpr, BLOCK_V: tl.constexpr, PDL: tl.constexpr = False):
+                           REP: tl.constexpr, DK_PAD: tl.constexpr, BLOCK_V: tl.constexpr, PDL: tl.constexpr = False,
+                           STATE_EARLY: tl.constexpr = False):
     """Program (row b · value head h, block of BLOCK_V state columns), T tokens in order, all in fp32:
         g = −exp(A_log[h])·softplus(a + dt_bias[h]), β = sigmoid(b) (rounded to b's dtype),
         q̂ = q·rsqrt(Σq² + 1e-6)/√Dk, k̂ = k·rsqrt(Σk² + 1e-6) (key head h // REP; transformers' l2norm)
@@ -101,9 +102,12 @@ def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr,
         tl.extra.cuda.gdc_launch_dependents()
     neg_a = -tl.exp(tl.load(alog_ptr + hv).to(tl.float32))
     dtb = tl.load(dtb_ptr + hv).to(tl.float32)
+    if STATE_EARLY:  # (PDL, the engine's chain) the state is the previous step's: in flight while the projection ends
+        S = tl.load(ptrs, mask=m2, other=0.0)
     if PDL:  # the state (the previous token's) and q, k, v, a, b (this one's conv and projection): from here on
         tl.extra.cuda.gdc_wait()
-    S = tl.load(ptrs, mask=m2, other=0.0)  # the state first: it is the stream
+    if not STATE_EARLY:
+        S = tl.load(ptrs, mask=m2, other=0.0)  # the state first: it is the stream
     for t in range(T):
         q = tl.load(q_ptr + bi * s_qb + t * s_qt + hk * s_qh + offs_k, mask=mk, other=0.0).to(tl.float32)
         k = tl.load(k_ptr + bi * s_kb + t * s_kt + hk * s_kh + offs_k, mask=mk, other=0.0).to(tl.float32)
@@ -249,10 +253,14 @@ def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state, *, block_v: int | None 
             raise ValueError(f"gdn_recurrence: num_warps (or $MOELAB_GDN_WARPS) must be a power of two, "
                              f"not {num_warps}")
         pdl = gdn_pdl(v.device, B * T)  # read once: the kernel's wait and the launch attribute must agree
+        # $MOELAB_GDN_STATE_EARLY (an A/B, off): the state read before the wait. Sound only in the step's chain, where
+        # the state's one writer is this layer's recurrence of the previous step (a kernel before the previous one has
+        # completed when a chained kernel starts); a caller who wrote the state in the kernel just before must not.
+        early = pdl and bool(env_int("MOELAB_GDN_STATE_EARLY", 0))
         _gdn_recurrence_kernel[(B * HV, cdiv(DV, block_v))](
             q_, k_, v_, b_, a_, a_log, dt_bias, state, o, HV, DK, DV, T, *q_.stride()[:3], *k_.stride()[:3],
             *v_.stride()[:3], *b_.stride()[:2], *a_.stride()[:2], *o.stride()[:3], DK ** 0.5,
-            REP=HV // HK, DK_PAD=next_pow2(DK), BLOCK_V=block_v, num_warps=num_warps, PDL=pdl,
+            REP=HV // HK, DK_PAD=next_pow2(DK), BLOCK_V=block_v, num_warps=num_warps, PDL=pdl, STATE_EARLY=early,
             **({"launch_pdl": True} if pdl else {}))
     return o if seq else o[:, 0]
 
