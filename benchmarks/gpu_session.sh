@@ -1401,17 +1401,17 @@ case "${1:?stage A to G}" in
       # and the pause at ~2.68.
     run probe 200 python benchmarks/probe_round1.py --model qwen3.5-35b-a3b --pause 1
     ;;
-  FK) # session 34 (prepared): the linear releasing the next kernel right after its gdc_wait, not after its sum
-      # (MOELAB_LINEAR_RELEASE:1; never A/B'd since session 6 put the release after the loop). At batch 1 the attention
-      # split kernel advances the step 8.3 us a layer and starts only as qkv ends (its duration 8.58 against that
-      # advance, trace-decode-...T143150); Qwen3.5's recurrence likewise (H100: 5.39 against 5.40). Predicted batch 1
-      # -0.5..-2 % (the split's launch and first tile under qkv's sum; the norm after o likewise), batch 8 a tie or a
-      # loss (the tensor-core linear's waves, the crowding session 6's early releases paid there). With it, Qwen3.5's
-      # recurrence reading its state before the wait (MOELAB_GDN_STATE_EARLY:1): predicted -0.5..-1 % more at batch 1.
-    run ab-b1 130 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,r1=MOELAB_LINEAR_RELEASE:1
-    run ab-35 160 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,r1=MOELAB_LINEAR_RELEASE:1,se=MOELAB_GDN_STATE_EARLY:1,r1se=MOELAB_LINEAR_RELEASE:1+MOELAB_GDN_STATE_EARLY:1
-    run ab-b8 170 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,r1=MOELAB_LINEAR_RELEASE:1
-    run gpu-tests 100 env MOELAB_LINEAR_RELEASE=1 MOELAB_GDN_STATE_EARLY=1 python -m pytest tests/kernels/test_linear.py tests/kernels/test_gdn.py -q -p no:cacheprovider --tb=short -rf
+  FK) # session 34 (prepared): the linear releasing the next kernel as each program starts, not after its sum
+      # (MOELAB_LINEAR_EARLY_RELEASE; never A/B'd since session 6 put the release after the loop). At batch 1 the
+      # attention split kernel advances the step 8.3 us a layer and starts only as qkv ends (its duration 8.58 against
+      # that advance, trace-decode-...T143150); Qwen3.5's recurrence likewise (H100: 5.39 against 5.40). Predicted
+      # batch 1 -1..-3 % (the split's launch and first tile under qkv; the norm after o likewise), batch 8 a tie or a
+      # loss (the crowding session 6's early releases paid there). With it, Qwen3.5's recurrence reading its state
+      # before the wait (MOELAB_GDN_STATE_EARLY:1): predicted -0.5..-1 % more at batch 1, a tie without the release.
+    run ab-b1 130 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,er=MOELAB_LINEAR_EARLY_RELEASE
+    run ab-35 160 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,er=MOELAB_LINEAR_EARLY_RELEASE,se=MOELAB_GDN_STATE_EARLY,erse=MOELAB_LINEAR_EARLY_RELEASE+MOELAB_GDN_STATE_EARLY
+    run ab-b8 170 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,er=MOELAB_LINEAR_EARLY_RELEASE
+    run gpu-tests 100 env MOELAB_LINEAR_EARLY_RELEASE=1 MOELAB_GDN_STATE_EARLY=1 python -m pytest tests/kernels/test_linear.py tests/kernels/test_gdn.py -q -p no:cacheprovider --tb=short -rf
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -442,27 +442,20 @@ def test_compiles_for_sm90_whole_k_before_the_wait(sm90):
 
 
 def test_compiles_for_sm90_release_points(sm90):
-    """LINEAR_RELEASE: the shipped form releases its dependents once, after its last FMA (the sum over K); RELEASE=1
-    releases them once, after griddepcontrol.wait and before the first FMA (never before the wait: a dependent's
-    pre-wait reads rely on every kernel before this one having completed)."""
-    for name, after_fma in (("linear_whole_k_pdl", True), ("linear_whole_k_release1", False)):
+    """The shipped form releases its dependents once, after its last FMA (the sum over K) and after the wait;
+    LINEAR_EARLY_RELEASE's form once, before the wait and before its first weight load."""
+    for name, early in (("linear_whole_k_pdl", False), ("linear_whole_k_early", True)):
         job = sm90[name]
         assert "error" not in job, job.get("error")
         ptx = job["ptx"]
         assert ptx.count("griddepcontrol.launch_dependents") == 1, name
         release, wait = ptx.index("griddepcontrol.launch_dependents"), ptx.index("griddepcontrol.wait")
-        assert release > wait, name
         fmas = [m.start() for m in re.finditer(r"fma\.rn\.f32", ptx)]
         assert fmas, name
-        assert (release > fmas[-1]) if after_fma else (release < fmas[0]), name
-
-
-def test_linear_release_switch_is_checked(monkeypatch):
-    monkeypatch.setenv("MOELAB_LINEAR_RELEASE", "3")
-    x = torch.randn(1, 64, device=DEV)
-    w = torch.randn(8, 64, device=DEV)
-    with pytest.raises(ValueError, match="MOELAB_LINEAR_RELEASE"):
-        linear(x, w)
+        if early:
+            assert release < ptx.index("ld.global") < wait, name
+        else:
+            assert release > max(wait, fmas[-1]), name
 
 
 def test_compiles_for_sm90_dot_whole_k_before_the_wait(sm90):

@@ -27,8 +27,8 @@ Design (one launch; every weight byte is read exactly once, by the one program t
     zero, so the next call needs no memset launch. Nobody waits on anybody: no forward-progress risk;
   * USE_PDL (Hopper programmatic dependent launch, off by default): the first weight chunk is requested
     before `gdc_wait` (the weight is never written by the preceding kernel), x only after it; dependents
-    are released after the main loop (or right after the wait: LINEAR_RELEASE). Every store and every counter
-    access comes after `gdc_wait`;
+    are released after the main loop (or as each program starts: LINEAR_EARLY_RELEASE). Every store and every
+    counter access comes after `gdc_wait`;
   * WHOLE_K (each split's K range is one chunk; with use_pdl at T ≤ WHOLE_K_MAX_T `linear_config` picks it when a
     program's slice fits 32 KB): no loop and no second buffer, so the whole slice is requested before `gdc_wait` and
     streams while the kernels before it run (`kernels.chain_pdl`). o_proj T=1: 4 rows × 4096, 96 registers, one wave.
@@ -67,12 +67,17 @@ GEMV_MAX_T = 16  # the GEMV holds [T, BLOCK_N, vectors] accumulators in register
 # 8.23 ms per token with the tensor-core kernel from T=4 or T=8 alike. T=2..3 is unmeasured: the GEMV stays there.
 # MOELAB_LINEAR_DOT_MIN_T overrides it (A/B, tests).
 DOT_MIN_T = 4
-# Where a PDL-launched linear releases the kernel after it (RELEASE): 2 once its program's products are summed (the
-# engine's chain since session 6), 1 right after its gdc_wait. With 1 the next kernel (the attention split after qkv,
-# the norm after o, the sampling after lm_head) is resident, its pre-wait loads in flight, while the linear
-# accumulates; the release stays after the wait, so a dependent still starts only once every kernel before this one
-# has completed (what the chain's pre-wait reads rely on). $MOELAB_LINEAR_RELEASE overrides it (the A/B).
-LINEAR_RELEASE = 2
+# Where a PDL-launched linear releases the kernel after it: once its program's products are summed (the engine's chain
+# since session 6), or as each program starts (EARLY). Early, the next kernel (the attention split after qkv, the norm
+# after o, the recurrence after the Gated DeltaNet's input projection) is resident and its pre-wait loads are in flight
+# while the linear runs, where today it is launched only at the linear's end (batch 1: the split's duration 8.58 µs
+# against its 8.35 µs advance, trace-decode-…T143150). That widens what a dependent may read before its wait from
+# "what the kernels before the previous one wrote" to "what no kernel of this step writes" (weights, earlier steps'
+# cache rows and positions), which every kernel a linear releases in the engine's chain keeps to. Right after the
+# wait instead (which keeps the narrower rule) is no choice: the release there is a scheduling barrier to ptxas, which
+# converts the whole weight slice to fp32 ahead of it: o_proj's GEMV 94 → 130 registers, qkv's 96 → 168 (Triton
+# 3.6, sm_90), 3 programs an SM instead of 5. $MOELAB_LINEAR_EARLY_RELEASE=1 turns it on (the A/B).
+LINEAR_EARLY_RELEASE = 0
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
@@ -115,9 +120,11 @@ def _linear_kernel(
     # CONV (`linear(conv=...)`): the conv state [T, C, CK-1], its weight [C, CK], C and strides (`_write_rows`)
     cs_ptr=None, cw_ptr=None, C=0, s_cb=0, s_cc=0, s_cw=0,
     CONV: tl.constexpr = False, CK: tl.constexpr = 2,
-    RELEASE: tl.constexpr = 2,  # USE_PDL: dependents released 1 right after gdc_wait, 2 after the accumulation
+    EARLY: tl.constexpr = False,  # USE_PDL: dependents released as the program starts, not after its sum (LINEAR_EARLY_RELEASE)
 ):
     KV: tl.constexpr = BLOCK_K // VEC  # 16-byte vectors per chunk row
+    if USE_PDL and EARLY:
+        tl.extra.cuda.gdc_launch_dependents()
     pid_n, split, offs_n, nmask, offs_k, offs_t, k_begin, k_end = _program_tile(N, K, K_CHUNKS, T_PAD, BLOCK_N, BLOCK_K)
     # int64 rows: N·K passes 2³¹ for a large vocabulary × hidden.
     w_ptrs = w_ptr + offs_n.to(tl.int64)[:, None] * s_wn + (k_begin + offs_k)[None, :]
@@ -125,8 +132,6 @@ def _linear_kernel(
                     eviction_policy="evict_first")
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # x and out belong to the previous kernel: touched only from here on
-        if RELEASE == 1:
-            tl.extra.cuda.gdc_launch_dependents()
 
     # acc[t, n, j]: one fp32 partial per 16-byte vector column j of the chunk; each thread owns its own j, so the
     # loop has no cross-lane reduction (that happens once, after the loop).
@@ -146,7 +151,7 @@ def _linear_kernel(
             acc = _accumulate(acc, w_cur, x_ptr, s_xt, kk, kmask, offs_t, T, BLOCK_N, KV, VEC)
             w_cur = w_next
     y = tl.sum(acc, axis=2)  # [T_PAD, BLOCK_N]
-    if USE_PDL and RELEASE == 2:
+    if USE_PDL and not EARLY:
         tl.extra.cuda.gdc_launch_dependents()
 
     _store_rows(y, offs_t, offs_n, nmask, b_ptr, out_ptr, part_ptr, cnt_ptr, pid_n, split, N, s_ot,
@@ -226,12 +231,14 @@ def _linear_dot_kernel(
     SPLIT_K: tl.constexpr, HAS_BIAS: tl.constexpr, USE_PDL: tl.constexpr, PREC: tl.constexpr,
     cs_ptr=None, cw_ptr=None, C=0, s_cb=0, s_cc=0, s_cw=0,  # CONV: as _linear_kernel
     CONV: tl.constexpr = False, CK: tl.constexpr = 2,
-    RELEASE: tl.constexpr = 2,  # as _linear_kernel
+    EARLY: tl.constexpr = False,  # as _linear_kernel
 ):
     """The tensor-core form: acc[BLOCK_N, T_PAD] += W[rows, chunk] · x[:, chunk]ᵀ (tl.dot, fp32 accumulation), tokens
     padded to T_PAD with zeros. Triton pipelines the loads that feed the dot (num_stages chunks in flight, through
     shared memory), so this loop is loads and MMAs; the GEMV's loop spends ~2 FP32 instructions per weight element
     per token, which from T≈8 outruns the SMs' issue rate before the memory system saturates (module docstring)."""
+    if USE_PDL and EARLY:
+        tl.extra.cuda.gdc_launch_dependents()
     pid_n, split, offs_n, nmask, offs_k, offs_t, k_begin, k_end = _program_tile(N, K, K_CHUNKS, T_PAD, BLOCK_N, BLOCK_K)
     tmask = offs_t < T
     w_rows = w_ptr + offs_n.to(tl.int64)[:, None] * s_wn
@@ -242,8 +249,6 @@ def _linear_dot_kernel(
     w = tl.load(w_rows + kk[None, :], mask=nmask[:, None] & kmask[None, :], other=0.0, eviction_policy="evict_first")
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # x and out belong to the previous kernel: touched only from here on
-        if RELEASE == 1:
-            tl.extra.cuda.gdc_launch_dependents()
     xt = tl.load(x_ptr + offs_t[None, :] * s_xt + kk[:, None], mask=tmask[None, :] & kmask[:, None], other=0.0)
     acc = tl.dot(w, xt, tl.zeros((BLOCK_N, T_PAD), dtype=tl.float32), input_precision=PREC)
     for k0 in range(k_begin + BLOCK_K, k_end, BLOCK_K):
@@ -254,7 +259,7 @@ def _linear_dot_kernel(
         xt = tl.load(x_ptr + offs_t[None, :] * s_xt + kk[:, None], mask=tmask[None, :] & kmask[:, None],
                      other=0.0)  # [BLOCK_K, T_PAD]: tiny, from L2
         acc = tl.dot(w, xt, acc, input_precision=PREC)
-    if USE_PDL and RELEASE == 2:
+    if USE_PDL and not EARLY:
         tl.extra.cuda.gdc_launch_dependents()
     _store_rows(tl.trans(acc), offs_t, offs_n, nmask, b_ptr, out_ptr, part_ptr, cnt_ptr, pid_n, split, N, s_ot,
                 T, SPLIT_K, HAS_BIAS, cs_ptr, cw_ptr, C, s_cb, s_cc, s_cw, CONV, CK)
@@ -480,9 +485,7 @@ def linear(
     else:
         part, cnt = out, out  # unused when SPLIT_K == 1: any valid pointer will do
     launch = {"launch_pdl": True} if use_pdl else {}
-    release = env_int("MOELAB_LINEAR_RELEASE", LINEAR_RELEASE)
-    if release not in (1, 2):
-        raise ValueError(f"MOELAB_LINEAR_RELEASE must be 1 (after the wait) or 2 (after the sum), not {release}")
+    early = bool(env_int("MOELAB_LINEAR_EARLY_RELEASE", LINEAR_EARLY_RELEASE))
     args = (x, weight, bias if bias is not None else x, out, part, cnt, N, K, k_chunks,
             x.stride(0), weight.stride(0), out.stride(0))
     conv_kw = {}
@@ -494,12 +497,12 @@ def linear(
         _linear_dot_kernel[(n_blk, split)](
             *args, T=T, T_PAD=max(16, next_pow2(T)), BLOCK_N=block_n, BLOCK_K=block_k, SPLIT_K=split,
             HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), PREC=dot_precision(x.dtype, "linear (DOT)"),
-            RELEASE=release, num_warps=num_warps, num_stages=cfg["num_stages"], **conv_kw, **launch,
+            EARLY=early, num_warps=num_warps, num_stages=cfg["num_stages"], **conv_kw, **launch,
         )
         return out
     _linear_kernel[(n_blk, split)](
         *args, T=T, T_PAD=next_pow2(T), BLOCK_N=block_n, BLOCK_K=block_k, VEC=vec, SPLIT_K=split,
-        HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), WHOLE_K=k_chunks == 1, RELEASE=release,
+        HAS_BIAS=bias is not None, USE_PDL=bool(use_pdl), WHOLE_K=k_chunks == 1, EARLY=early,
         num_warps=num_warps, **conv_kw,
         **launch,
     )
