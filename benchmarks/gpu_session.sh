@@ -1413,6 +1413,20 @@ case "${1:?stage A to G}" in
     run ab-b8 170 python benchmarks/ab_chain.py --batch 8 --rounds 2 --variants base,er=MOELAB_LINEAR_EARLY_RELEASE
     run gpu-tests 100 env MOELAB_LINEAR_EARLY_RELEASE=1 MOELAB_GDN_STATE_EARLY=1 python -m pytest tests/kernels/test_linear.py tests/kernels/test_gdn.py -q -p no:cacheprovider --tb=short -rf
     ;;
+  FL) # session 34, after FK (H100: Qwen3-30B-A3B batch 1 2.82 -> 2.86 ms, Qwen3.5 2.71 -> 2.63, with the state early
+      # 2.61; batch 8 9.73 -> 9.79): which link gains and which loses. MOELAB_LINEAR_EARLY_RELEASE 1 every linear, 2 the
+      # conv form only (Qwen3.5's input projection -> the recurrence), 3 K > N only (o -> the norm), 4 K <= N (qkv ->
+      # the split). Predicted: 2 keeps Qwen3.5's gain; one of 3 and 4 carries Qwen3-30B-A3B's loss.
+    run ab-b1 110 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,e1=MOELAB_LINEAR_EARLY_RELEASE:1,e3=MOELAB_LINEAR_EARLY_RELEASE:3,e4=MOELAB_LINEAR_EARLY_RELEASE:4
+    run ab-35 130 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,e1se=MOELAB_LINEAR_EARLY_RELEASE:1+MOELAB_GDN_STATE_EARLY,e2se=MOELAB_LINEAR_EARLY_RELEASE:2+MOELAB_GDN_STATE_EARLY,e2=MOELAB_LINEAR_EARLY_RELEASE:2
+    ;;
+  FM) # session 34, after FL: the adopted rule (o and the Gated DeltaNet projections release early at one row, qkv not;
+      # the recurrence's state before its wait at one row) against both off. Predicted: Qwen3-30B-A3B -0.4 % (FL's o
+      # alone), Qwen3.5 -1.5..-3 %.
+    run ab-b1 80 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,off=MOELAB_EARLY_RELEASE_MAX_T:0
+    run ab-35 90 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,off=MOELAB_EARLY_RELEASE_MAX_T:0+MOELAB_GDN_STATE_EARLY_MAX_T:0
+    run gpu-tests 90 python -m pytest tests/engine/test_generate.py tests/kernels/test_gdn.py -q -p no:cacheprovider --tb=short -rf -x
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

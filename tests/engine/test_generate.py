@@ -350,3 +350,33 @@ def test_hybrid_decode_runs_restart_from_the_prefill(checkpoint):
     tokens = eng.generate(prompt, 6)
     for _ in range(2):
         assert torch.equal(eng.decode(tokens[:, 0], 5), tokens[:, 1:])
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_early_release_only_where_the_next_kernel_reads_nothing_of_this_step(checkpoint, batch, monkeypatch):
+    """At decode of up to EARLY_RELEASE_MAX_T rows the engine asks the o projection and the Gated DeltaNet's input
+    (with its conv) and output projections to release the next kernel as they start; never qkv (the attention split
+    reads the cache and positions before its wait: measured a loss), the router or lm_head; above that, none. Counted on
+    the launcher `dense` calls (on the CPU `use_pdl` is off, so the kernel's EARLY stays off: `test_chain.py`)."""
+    monkeypatch.delenv("MOELAB_EARLY_RELEASE_MAX_T", raising=False)
+    from moelab.ops import linear as ops_linear
+    real, calls = ops_linear._linear_kernel, []
+
+    def spy(x, weight, bias=None, **kw):
+        calls.append((x.shape[0], tuple(weight.shape), kw.get("conv") is not None, kw.get("release_early", False)))
+        return real(x, weight, bias, **kw)
+
+    monkeypatch.setattr(ops_linear, "_linear_kernel", spy)
+    model, folder = checkpoint("qwen3_5_moe_text")
+    cfg = model.config
+    eng = build(folder, batch=batch, max_len=8, impl="moelab", device="cpu")
+    eng.generate(torch.randint(0, 128, (batch, 3), generator=torch.Generator().manual_seed(5)), 2)
+    hidden = cfg.hidden_size
+    o_like = {(hidden, cfg.num_attention_heads * cfg.head_dim),
+              (hidden, cfg.linear_num_value_heads * cfg.linear_value_head_dim)}  # o, the GDN output projection
+    decode = [c for c in calls if c[0] == batch]
+    assert decode
+    for rows, shape, conv, early in decode:
+        assert early == (batch == 1 and (conv or shape in o_like)), (rows, shape, conv, early)
+    if batch == 1:
+        assert any(c[2] and c[3] for c in decode) and any(c[1] in o_like and c[3] for c in decode)

@@ -366,7 +366,7 @@ for _name in ("gdn_conv", "gdn_recurrence", "gdn_norm_gate", "attn_gate"):  # pl
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name] = (_module, _kernel, _types, dict(_consts, PDL=False), *_rest)
     SM90_JOBS[_name + "_pdl"] = (_module, _kernel, _types, dict(_consts, PDL=True), *_rest)
-# The recurrence with its state read before the wait ($MOELAB_GDN_STATE_EARLY, the A/B's other arm; session 34).
+# The recurrence with its state read before the wait (GDN_STATE_EARLY_MAX_T: at one row in the chain; session 34).
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["gdn_recurrence_pdl"]
 SM90_JOBS["gdn_recurrence_state_early"] = (_module, _kernel, _types, dict(_consts, STATE_EARLY=True), *_rest)
 # The same PDL-launched ($MOELAB_ROUTE_PDL, session 26): it waits for the kernel before it, then reads the logits.

@@ -173,3 +173,16 @@ def test_linear_takes_the_one_chunk_path_exactly_when_a_split_is_one_chunk(monke
     linear.linear(torch.randn(1, K), torch.randn(8, K), config=dict(BLOCK_K=block_k))
     (kw,) = rec.calls
     assert kw["WHOLE_K"] is whole and not kw["USE_PDL"] and "launch_pdl" not in kw
+
+
+@pytest.mark.parametrize("use_pdl,release_early", [(True, True), (True, False), (False, True)])
+def test_linear_releases_early_only_when_asked_and_pdl_launched(monkeypatch, use_pdl, release_early):
+    """`linear(release_early=True)` compiles the release at the program's start (EARLY) only in a PDL launch; by default
+    the release stays after the sum (the sm_90 PTX of both: test_linear.py)."""
+    monkeypatch.setattr(linear, "interpreting", lambda: False)
+    monkeypatch.setattr(linear, "_major", lambda device: 9)
+    rec = record(monkeypatch, linear, "_linear_kernel")
+    linear.linear(torch.randn(1, 256), torch.randn(8, 256), use_pdl=use_pdl, release_early=release_early)
+    (kw,) = rec.calls
+    pdl_pairs_with_wait(kw)
+    assert kw["EARLY"] == (use_pdl and release_early)

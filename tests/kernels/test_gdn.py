@@ -232,7 +232,7 @@ def test_compiles_for_sm90(sm90, job):
 
 
 def test_compiles_for_sm90_state_early(sm90):
-    """$MOELAB_GDN_STATE_EARLY's form: the state's loads (8+ a thread) move before griddepcontrol.wait, and still
+    """The chain's form (GDN_STATE_EARLY_MAX_T): the state's loads (8+ a thread) move before griddepcontrol.wait, and still
     nothing is stored before it."""
     job = sm90["gdn_recurrence_state_early"]
     assert "error" not in job, job.get("error")

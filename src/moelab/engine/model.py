@@ -153,7 +153,8 @@ class Attention:
                                        step.positions, cache.k[self.i], cache.v[self.i], eps=cfg.rms_eps,
                                        rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim, scale=self.scale,
                                        offset=cfg.offset_norm)
-        return self.dense(self._gated(out.reshape(x.shape[0], -1), gate), self.o, self.o_bias)
+        # The norm after o reads only its weight before its wait: o may release it as it starts (ops.linear.dense).
+        return self.dense(self._gated(out.reshape(x.shape[0], -1), gate), self.o, self.o_bias, release_early=True)
 
 
 class GatedDeltaNet:
@@ -197,8 +198,10 @@ class GatedDeltaNet:
 
     def decode(self, x: torch.Tensor, step: DecodeStep, cache: KVCache) -> torch.Tensor:
         if self.linear_conv is not None and conv_in_proj(x.shape[0]):
-            proj = self.linear_conv(x, self.w_in, cache.conv[self.i], self.conv_w)  # the conv in the GEMV's epilogue
-            return self.dense(self._tokens(proj, cache, convolved=True), self.w_out)
+            # The conv in the GEMV's epilogue; the recurrence after it and the norm after the output projection read
+            # before their waits only weights and the previous step's state, so both projections release them early.
+            proj = self.linear_conv(x, self.w_in, cache.conv[self.i], self.conv_w, release_early=True)
+            return self.dense(self._tokens(proj, cache, convolved=True), self.w_out, release_early=True)
         return self.dense(self._tokens(self.dense(x, self.w_in), cache), self.w_out)
 
 

@@ -38,6 +38,13 @@ GDN_PDL = 1
 # h100/ab-chain-…T084533 and …T084639. Stage Q's o-projection prefetch from the attention split lost the same way.)
 
 
+# The recurrence's state read before its PDL wait, up to this many rows (the chain only). H100, Qwen3.5-35B-A3B batch
+# 1, the same tokens (session 34, h100/ab-chain-…T140603 and …T141642): alone a tie (2.71 both), with the input
+# projection releasing the recurrence early 2.71 → 2.68 ms a token (that release alone 2.71), with every projection
+# early 2.63 → 2.61. Above one row unmeasured. $MOELAB_GDN_STATE_EARLY_MAX_T overrides it (0: never).
+GDN_STATE_EARLY_MAX_T = 1
+
+
 def gdn_pdl(device: torch.device, rows: int) -> bool:
     """Whether the Gated DeltaNet kernels join the PDL chain: GDN_PDL (or $MOELAB_GDN_PDL) and `chain_pdl`."""
     return bool(env_int("MOELAB_GDN_PDL", GDN_PDL)) and chain_pdl(device, rows)
@@ -102,7 +109,7 @@ def _gdn_recurrence_kernel(q_ptr, k_ptr, v_ptr, b_ptr, a_ptr, alog_ptr, dtb_ptr,
         tl.extra.cuda.gdc_launch_dependents()
     neg_a = -tl.exp(tl.load(alog_ptr + hv).to(tl.float32))
     dtb = tl.load(dtb_ptr + hv).to(tl.float32)
-    if STATE_EARLY:  # (PDL, the engine's chain) the state is the previous step's: in flight while the projection ends
+    if STATE_EARLY:  # (PDL, the chain) the previous step's state: in flight while the input projection runs
         S = tl.load(ptrs, mask=m2, other=0.0)
     if PDL:  # the state (the previous token's) and q, k, v, a, b (this one's conv and projection): from here on
         tl.extra.cuda.gdc_wait()
@@ -253,10 +260,10 @@ def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state, *, block_v: int | None 
             raise ValueError(f"gdn_recurrence: num_warps (or $MOELAB_GDN_WARPS) must be a power of two, "
                              f"not {num_warps}")
         pdl = gdn_pdl(v.device, B * T)  # read once: the kernel's wait and the launch attribute must agree
-        # $MOELAB_GDN_STATE_EARLY (an A/B, off): the state read before the wait. Sound only in the step's chain, where
-        # the state's one writer is this layer's recurrence of the previous step (a kernel before the previous one has
-        # completed when a chained kernel starts); a caller who wrote the state in the kernel just before must not.
-        early = pdl and bool(env_int("MOELAB_GDN_STATE_EARLY", 0))
+        # In the chain, up to GDN_STATE_EARLY_MAX_T rows, the state is read before the wait (as the attention split
+        # reads its cache rows): its one writer in the step is this layer's recurrence of the previous step, so the
+        # kernel just before this one must not write it.
+        early = pdl and B * T <= env_int("MOELAB_GDN_STATE_EARLY_MAX_T", GDN_STATE_EARLY_MAX_T)
         _gdn_recurrence_kernel[(B * HV, cdiv(DV, block_v))](
             q_, k_, v_, b_, a_, a_log, dt_bias, state, o, HV, DK, DV, T, *q_.stride()[:3], *k_.stride()[:3],
             *v_.stride()[:3], *b_.stride()[:2], *a_.stride()[:2], *o.stride()[:3], DK ** 0.5,

@@ -27,7 +27,7 @@ Design (one launch; every weight byte is read exactly once, by the one program t
     zero, so the next call needs no memset launch. Nobody waits on anybody: no forward-progress risk;
   * USE_PDL (Hopper programmatic dependent launch, off by default): the first weight chunk is requested
     before `gdc_wait` (the weight is never written by the preceding kernel), x only after it; dependents
-    are released after the main loop (or as each program starts: LINEAR_EARLY_RELEASE). Every store and every
+    are released after the main loop (or as each program starts: `release_early`). Every store and every
     counter access comes after `gdc_wait`;
   * WHOLE_K (each split's K range is one chunk; with use_pdl at T ≤ WHOLE_K_MAX_T `linear_config` picks it when a
     program's slice fits 32 KB): no loop and no second buffer, so the whole slice is requested before `gdc_wait` and
@@ -67,17 +67,15 @@ GEMV_MAX_T = 16  # the GEMV holds [T, BLOCK_N, vectors] accumulators in register
 # 8.23 ms per token with the tensor-core kernel from T=4 or T=8 alike. T=2..3 is unmeasured: the GEMV stays there.
 # MOELAB_LINEAR_DOT_MIN_T overrides it (A/B, tests).
 DOT_MIN_T = 4
-# Where a PDL-launched linear releases the kernel after it: once its program's products are summed (the engine's chain
-# since session 6), or as each program starts (EARLY). Early, the next kernel (the attention split after qkv, the norm
-# after o, the recurrence after the Gated DeltaNet's input projection) is resident and its pre-wait loads are in flight
-# while the linear runs, where today it is launched only at the linear's end (batch 1: the split's duration 8.58 µs
-# against its 8.35 µs advance, trace-decode-…T143150). That widens what a dependent may read before its wait from
-# "what the kernels before the previous one wrote" to "what no kernel of this step writes" (weights, earlier steps'
-# cache rows and positions), which every kernel a linear releases in the engine's chain keeps to. Right after the
-# wait instead (which keeps the narrower rule) is no choice: the release there is a scheduling barrier to ptxas, which
-# converts the whole weight slice to fp32 ahead of it: o_proj's GEMV 94 → 130 registers, qkv's 96 → 168 (Triton
-# 3.6, sm_90), 3 programs an SM instead of 5. $MOELAB_LINEAR_EARLY_RELEASE=1 turns it on (the A/B).
-LINEAR_EARLY_RELEASE = 0
+# `linear(release_early=True)` (with use_pdl): each program releases the kernel after it as it starts, not once its
+# products are summed (the chain's rule since session 6). The next kernel is then resident, its pre-wait loads in
+# flight, while the linear runs; released at the sum it is launched only as the linear ends (batch 1: the attention
+# split's duration 8.58 µs against its 8.35 µs advance, trace-decode-…T143150). It widens what that kernel may read
+# before its wait from "what the kernels before the previous one wrote" to "what no kernel of this step writes", so
+# only a caller who knows the next kernel asks for it (the engine, `moelab.ops.linear.dense`). Released right after the
+# wait instead (which keeps the narrower rule), the release is a scheduling barrier to ptxas, which converts the whole
+# weight slice to fp32 ahead of it: o_proj's GEMV 94 → 130 registers, qkv's 96 → 168 (Triton 3.6, sm_90), 3 programs
+# an SM instead of 5.
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
@@ -120,7 +118,7 @@ def _linear_kernel(
     # CONV (`linear(conv=...)`): the conv state [T, C, CK-1], its weight [C, CK], C and strides (`_write_rows`)
     cs_ptr=None, cw_ptr=None, C=0, s_cb=0, s_cc=0, s_cw=0,
     CONV: tl.constexpr = False, CK: tl.constexpr = 2,
-    EARLY: tl.constexpr = False,  # USE_PDL: dependents released as the program starts, not after its sum (LINEAR_EARLY_RELEASE)
+    EARLY: tl.constexpr = False,  # USE_PDL: dependents released as the program starts, not after its sum (`release_early`)
 ):
     KV: tl.constexpr = BLOCK_K // VEC  # 16-byte vectors per chunk row
     if USE_PDL and EARLY:
@@ -371,6 +369,7 @@ def linear(
     out: torch.Tensor | None = None,
     config: dict | None = None,
     use_pdl: bool = False,
+    release_early: bool = False,
     conv: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """y[T, N] = x[T, K] @ weight[N, K]ᵀ (+ bias[N]) with fp32 accumulation, y in x's dtype. One launch.
@@ -383,7 +382,8 @@ def linear(
     `config` overrides `linear_config`'s keys (DOT, BLOCK_N, BLOCK_K, SPLIT_K, num_warps; num_stages with DOT).
     `use_pdl` launches with programmatic dependent launch (Hopper+; refused under the Triton interpreter, which cannot
     run it); it also picks the whole-slice tiling (`linear_config(whole_k=True)`: the GEMV at T ≤ 2, the tensor-core
-    form up to `chain_max_t()` rows).
+    form up to `chain_max_t()` rows). `release_early` (with use_pdl) releases the next PDL-launched kernel as each
+    program starts, not after its sum: only where that kernel reads before its wait nothing this step writes.
     A split-K launch (SPLIT_K > 1) uses per-device counters: inside a CUDA graph capture it needs one earlier
     eager split-K call on that device, and two split-K calls must not run concurrently on different streams.
     `conv` = (state [T, C, CK-1], w [C, CK]), both x's dtype with contiguous last dims, C ≤ N, CK ≥ 2: y's first C
@@ -485,7 +485,7 @@ def linear(
     else:
         part, cnt = out, out  # unused when SPLIT_K == 1: any valid pointer will do
     launch = {"launch_pdl": True} if use_pdl else {}
-    early = bool(env_int("MOELAB_LINEAR_EARLY_RELEASE", LINEAR_EARLY_RELEASE))
+    early = bool(use_pdl and release_early)
     args = (x, weight, bias if bias is not None else x, out, part, cnt, N, K, k_chunks,
             x.stride(0), weight.stride(0), out.stride(0))
     conv_kw = {}
