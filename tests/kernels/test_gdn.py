@@ -232,8 +232,8 @@ def test_compiles_for_sm90(sm90, job):
 
 
 def test_compiles_for_sm90_state_early(sm90):
-    """The chain's form (GDN_STATE_EARLY_MAX_T): the state's loads (8+ a thread) move before griddepcontrol.wait, and still
-    nothing is stored before it."""
+    """The chain's form at one row (GDN_STATE_EARLY_MAX_T): the state's loads (8+ a thread) move before
+    griddepcontrol.wait, and still nothing is stored before it."""
     job = sm90["gdn_recurrence_state_early"]
     assert "error" not in job, job.get("error")
     ptx = job["ptx"]

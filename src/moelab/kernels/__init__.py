@@ -117,6 +117,10 @@ def chain_pdl(device: torch.device, rows: int) -> bool:
       * the one-launch router releases the experts' kernel as it starts, which waits in hardware (`gdc_wait`),
         not spinning. (Eagerly `fused_moe` checks the ids on the host between the two, so this link holds in CUDA
         graphs, where decode runs.)
+      * a GEMV releases the next kernel once its products are summed, except at one row where the engine says the
+        next kernel reads nothing of this step before its wait (`moelab.ops.linear.dense(release_early=True)`: o → the
+        norm, the Gated DeltaNet's input projection → its recurrence, which then reads its state before the wait too,
+        and its output projection → the norm): there each program releases it as it starts (session 34).
     A launcher that had to copy what its kernel reads before the wait (a strided norm weight) launches without PDL.
     """
     return rows <= chain_max_t() and pdl_supported(device)

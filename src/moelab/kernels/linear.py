@@ -118,7 +118,7 @@ def _linear_kernel(
     # CONV (`linear(conv=...)`): the conv state [T, C, CK-1], its weight [C, CK], C and strides (`_write_rows`)
     cs_ptr=None, cw_ptr=None, C=0, s_cb=0, s_cc=0, s_cw=0,
     CONV: tl.constexpr = False, CK: tl.constexpr = 2,
-    EARLY: tl.constexpr = False,  # USE_PDL: dependents released as the program starts, not after its sum (`release_early`)
+    EARLY: tl.constexpr = False,  # USE_PDL: dependents released as the program starts (`release_early`), not at the sum
 ):
     KV: tl.constexpr = BLOCK_K // VEC  # 16-byte vectors per chunk row
     if USE_PDL and EARLY:
