@@ -4,7 +4,8 @@
 # Every stage first measures this machine's ceilings (`moelab hw --save`: the floors of that call use them).
 # One log for the whole stage ($OUT/session.log) plus the JSON records: the device tool returns at most 8 files.
 # Copy the records into benchmarks/results/ afterwards, then `moelab report --readme README.md`.
-# Set MOELAB_COMMIT to the sha the tree was sent at.
+# Set MOELAB_COMMIT to the sha the tree was sent at, written out here before the call: `git rev-parse` on the GPU
+# machine answers the sha its session started from, not the tree's (session 34's records say 612f57f for later code).
 # Stages W, X, Y, AA and AC ran session 6's A/B switches, AD, AE and AG session 7's (run in session 8), and AK and AM
 # session 9's (MOELAB_GROUP_SORT, MOELAB_CENSUS_PREFETCH, MOELAB_CENSUS_HIST). Those switches are gone now, and
 # ab_chain.py refuses a switch that nothing in src/moelab reads; the stages stay as the record of what ran.
