@@ -1428,6 +1428,14 @@ case "${1:?stage A to G}" in
     run ab-35 90 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,off=MOELAB_EARLY_RELEASE_MAX_T:0+MOELAB_GDN_STATE_EARLY_MAX_T:0
     run gpu-tests 90 python -m pytest tests/engine/test_generate.py tests/kernels/test_gdn.py -q -p no:cacheprovider --tb=short -rf -x
     ;;
+  FN) # session 34 (prepared): the early release and the recurrence's state before its wait above one row (adopted at
+      # one row only: FM, Qwen3.5 batch 1 -3.7 %). FK's every-linear form (qkv included) lost 0.6 % at Qwen3-30B-A3B
+      # batch 8. Predicted: Qwen3.5 batch 2 -1..-3 %, batch 8 -0.5..+0.5 %; Qwen3-30B-A3B a tie at both.
+    run ab-35-b2 110 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 2 --rounds 3 --variants base,x=MOELAB_EARLY_RELEASE_MAX_T:8,xs=MOELAB_EARLY_RELEASE_MAX_T:8+MOELAB_GDN_STATE_EARLY_MAX_T:8
+    run ab-35-b8 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 3 --variants base,x=MOELAB_EARLY_RELEASE_MAX_T:8,xs=MOELAB_EARLY_RELEASE_MAX_T:8+MOELAB_GDN_STATE_EARLY_MAX_T:8
+    run ab-b8 150 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,x=MOELAB_EARLY_RELEASE_MAX_T:8
+    run gpu-tests 120 python -m pytest tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
