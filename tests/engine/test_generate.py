@@ -381,3 +381,6 @@ def test_early_release_only_where_the_next_kernel_reads_nothing_of_this_step(che
         assert early == (batch == 1 and (conv or shape in o_like)), (rows, shape, conv, early)
     if batch == 1:
         assert any(c[2] and c[3] for c in decode) and any(c[1] in o_like and c[3] for c in decode)
+    from moelab.engine.model import GatedDeltaNet
+    gdn_mixers = [m for m, *_ in eng.model.layers if isinstance(m, GatedDeltaNet)]
+    assert gdn_mixers and all(m.rec_kw == {"state_early": True} for m in gdn_mixers)  # the kernel side: test_chain.py

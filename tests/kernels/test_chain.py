@@ -186,3 +186,19 @@ def test_linear_releases_early_only_when_asked_and_pdl_launched(monkeypatch, use
     (kw,) = rec.calls
     pdl_pairs_with_wait(kw)
     assert kw["EARLY"] == (use_pdl and release_early)
+
+
+@pytest.mark.parametrize("rows,asked,early", [(1, True, True), (1, False, False), (2, True, False)])
+def test_recurrence_reads_its_state_early_only_when_asked_at_one_row(monkeypatch, rows, asked, early):
+    """`gdn_recurrence(state_early=True)` (the engine) reads the state before its PDL wait up to GDN_STATE_EARLY_MAX_T
+    (1) rows; a caller who does not ask (the public op) never gets it."""
+    from moelab.kernels import gdn
+    monkeypatch.delenv("MOELAB_GDN_STATE_EARLY_MAX_T", raising=False)
+    monkeypatch.setattr(gdn, "gdn_pdl", lambda device, rows: True)
+    rec = record(monkeypatch, gdn, "_gdn_recurrence_kernel")
+    B, HK, HV, DK, DV = rows, 2, 4, 16, 16
+    q, k = torch.randn(B, HK, DK), torch.randn(B, HK, DK)
+    gdn.gdn_recurrence(q, k, torch.randn(B, HV, DV), torch.randn(B, HV), torch.randn(B, HV), torch.randn(HV),
+                       torch.randn(HV), torch.zeros(B, HV, DK, DV), state_early=asked)
+    (kw,) = rec.calls
+    assert kw["PDL"] and kw["launch_pdl"] and kw["STATE_EARLY"] == early

@@ -172,6 +172,9 @@ class GatedDeltaNet:
         self.norm_gate = ops.get("gdn_norm_gate", impl)
         self.dense = dense_for(impl)
         self.linear_conv = ops.get("linear_conv", impl) if impl == "moelab" else None
+        # The state's one writer in a step is this layer's recurrence of the previous step: the kernel may read it
+        # before its PDL wait (`kernels.gdn.GDN_STATE_EARLY_MAX_T`).
+        self.rec_kw = {"state_early": True} if impl == "moelab" else {}
 
     def _tokens(self, proj: torch.Tensor, cache: KVCache, convolved: bool = False) -> torch.Tensor:
         """proj [B, W] (one token) or [B, P, W] (a prompt, in order): the input projection -> the gated norm's output
@@ -184,7 +187,7 @@ class GatedDeltaNet:
         mixed = qkv if convolved else self.conv(qkv, cache.conv[self.i], self.conv_w)  # [B, (P,) C]
         q, k, v = mixed.split([nk * dk, nk * dk, nv * dv], dim=-1)
         o = self.recurrence(q.reshape(*lead, nk, dk), k.reshape(*lead, nk, dk), v.reshape(*lead, nv, dv), b, a,
-                            self.a_log, self.dt_bias, cache.state[self.i])
+                            self.a_log, self.dt_bias, cache.state[self.i], **self.rec_kw)
         return self.norm_gate(o, z.reshape(*lead, nv, dv), self.norm, cfg.rms_eps)
 
     def prefill(self, x: torch.Tensor, positions: torch.Tensor, batch: int, cache: KVCache) -> torch.Tensor:

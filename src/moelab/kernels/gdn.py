@@ -205,13 +205,15 @@ def gdn_conv(x: torch.Tensor, state: torch.Tensor, w: torch.Tensor) -> torch.Ten
     return out if x.dim() == 3 else out[:, 0]
 
 
-def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state, *, block_v: int | None = None, num_warps: int | None = None):
+def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state, *, block_v: int | None = None, num_warps: int | None = None,
+                   state_early: bool = False):
     """The gated delta rule for one token per sequence — q, k [B, Hk, Dk]; v [B, Hv, Dv] (Hv a multiple of Hk);
     b, a [B, Hv] — or for T tokens in order (a prefill: q, k [B, T, Hk, Dk], v [B, T, Hv, Dv], b, a [B, T, Hv]);
     a_log, dt_bias [Hv]; state [B, Hv, Dk, Dv] fp32, contiguous, updated in place -> o like v, in v's dtype.
     Contract as `moelab.ops.gdn.gdn_recurrence_reference`. `block_v` (a power of two): state columns per program,
     and `num_warps`, for benchmarks/bench_gdn.py; None takes $MOELAB_GDN_BLOCK_V and $MOELAB_GDN_WARPS (A/B
-    switches), else the defaults."""
+    switches), else the defaults. `state_early` (the engine's decode): in the PDL chain, up to GDN_STATE_EARLY_MAX_T
+    rows, the state is read before the wait, so the kernel launched just before this one must not write it."""
     check_device(v, "gdn_recurrence: v")
     seq = v.dim() == 4
     if seq:
@@ -260,10 +262,9 @@ def gdn_recurrence(q, k, v, b, a, a_log, dt_bias, state, *, block_v: int | None 
             raise ValueError(f"gdn_recurrence: num_warps (or $MOELAB_GDN_WARPS) must be a power of two, "
                              f"not {num_warps}")
         pdl = gdn_pdl(v.device, B * T)  # read once: the kernel's wait and the launch attribute must agree
-        # In the chain, up to GDN_STATE_EARLY_MAX_T rows, the state is read before the wait (as the attention split
-        # reads its cache rows): its one writer in the step is this layer's recurrence of the previous step, so the
-        # kernel just before this one must not write it.
-        early = pdl and B * T <= env_int("MOELAB_GDN_STATE_EARLY_MAX_T", GDN_STATE_EARLY_MAX_T)
+        # Asked by the engine, whose state's one writer in a step is this layer's recurrence of the previous step (as
+        # the attention split reads its cache rows before its wait).
+        early = pdl and state_early and B * T <= env_int("MOELAB_GDN_STATE_EARLY_MAX_T", GDN_STATE_EARLY_MAX_T)
         _gdn_recurrence_kernel[(B * HV, cdiv(DV, block_v))](
             q_, k_, v_, b_, a_, a_log, dt_bias, state, o, HV, DK, DV, T, *q_.stride()[:3], *k_.stride()[:3],
             *v_.stride()[:3], *b_.stride()[:2], *a_.stride()[:2], *o.stride()[:3], DK ** 0.5,

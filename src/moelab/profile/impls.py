@@ -166,6 +166,7 @@ class LayerFns:
         self.dense = dense_for(impl)  # the dense projections, as the engine runs them
         self.gdn_conv = ops.get("gdn_conv", impl)  # Gated DeltaNet: the references, or one launch each
         self.gdn_recurrence = ops.get("gdn_recurrence", impl)
+        self.rec_kw = {"state_early": True} if impl == "moelab" else {}  # as the engine (`GatedDeltaNet.rec_kw`)
         self.gdn_norm_gate = ops.get("gdn_norm_gate", impl)
         # moelab's input projection with the conv in its epilogue: the chained step uses it when the engine does
         # (`engine.model.conv_in_proj`); the per-op table times the two apart.

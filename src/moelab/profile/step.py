@@ -130,21 +130,21 @@ class ChainedStep:
         out = out.reshape(d.B, -1)
         if gate is not None:
             out = f.attn_gate(out, gate)
-        return self.f.dense(out, w["o"])
+        return self.f.dense(out, w["o"], release_early=True)  # as the engine: the norm after o released as it starts
 
     def _gdn(self, x: torch.Tensor, w: dict) -> torch.Tensor:
         d = self.d
         fused = self.f.linear_conv is not None and conv_in_proj(d.B)  # the conv in the projection's launch, as the engine
-        proj = (self.f.linear_conv(x, w["in_proj"], w["conv_state"], w["conv_w"]) if fused
+        proj = (self.f.linear_conv(x, w["in_proj"], w["conv_state"], w["conv_w"], release_early=True) if fused
                 else self.f.dense(x, w["in_proj"]))
         qkv, z, b, a = proj.split(  # q, k, v adjacent: the conv reads the view, as the engine
             [2 * d.nk * d.dk + d.nv * d.dv, d.nv * d.dv, d.nv, d.nv], dim=-1)
         mixed = qkv if fused else self.f.gdn_conv(qkv, w["conv_state"], w["conv_w"])
         q, k, v = mixed.split([d.nk * d.dk, d.nk * d.dk, d.nv * d.dv], dim=-1)
         o = self.f.gdn_recurrence(q.reshape(d.B, d.nk, d.dk), k.reshape(d.B, d.nk, d.dk), v.reshape(d.B, d.nv, d.dv),
-                           b, a, w["a_log"], w["dt_bias"], w["state"])
+                           b, a, w["a_log"], w["dt_bias"], w["state"], **self.f.rec_kw)
         o = self.f.gdn_norm_gate(o, z.reshape(d.B, d.nv, d.dv), w["norm"], d.eps)
-        return self.f.dense(o, w["out_proj"])
+        return self.f.dense(o, w["out_proj"], release_early=True)
 
     def _mlp(self, x: torch.Tensor, w: dict) -> torch.Tensor:
         if not w["moe"]:
