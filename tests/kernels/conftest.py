@@ -136,13 +136,6 @@ SM90_JOBS = {
                            {"T": 1, "T_PAD": 1, "BLOCK_N": 4, "BLOCK_K": 4096, "VEC": 8, "SPLIT_K": 1,
                             "HAS_BIAS": False, "USE_PDL": True, "WHOLE_K": True, "EARLY": False},
                            ["x_ptr", "w_ptr", "out_ptr", "part_ptr", "N", "K", "s_xt", "s_wn", "s_ot"]),
-    # The same releasing its dependents as each program starts (LINEAR_EARLY_RELEASE, the A/B's other arm).
-    "linear_whole_k_early": ("linear", "_linear_kernel",
-                                {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "out_ptr": "*bf16",
-                                 "part_ptr": "*fp32", "cnt_ptr": "*i32"},
-                                {"T": 1, "T_PAD": 1, "BLOCK_N": 4, "BLOCK_K": 4096, "VEC": 8, "SPLIT_K": 1,
-                                 "HAS_BIAS": False, "USE_PDL": True, "WHOLE_K": True, "EARLY": True},
-                                ["x_ptr", "w_ptr", "out_ptr", "part_ptr", "N", "K", "s_xt", "s_wn", "s_ot"]),
     # The qkv projection's whole-slice tile (8 rows × 2048) at T=2, the largest T of the chain.
     "linear_whole_k_qkv_t2": ("linear", "_linear_kernel",
                               {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "out_ptr": "*bf16",
@@ -366,6 +359,9 @@ for _name in ("gdn_conv", "gdn_recurrence", "gdn_norm_gate", "attn_gate"):  # pl
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name] = (_module, _kernel, _types, dict(_consts, PDL=False), *_rest)
     SM90_JOBS[_name + "_pdl"] = (_module, _kernel, _types, dict(_consts, PDL=True), *_rest)
+# The o projection's whole-slice form releasing its dependents as each program starts (`linear(release_early=True)`).
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["linear_whole_k_pdl"]
+SM90_JOBS["linear_whole_k_early"] = (_module, _kernel, _types, dict(_consts, EARLY=True), *_rest)
 # The recurrence with its state read before the wait (GDN_STATE_EARLY_MAX_T: at one row in the chain; session 34).
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["gdn_recurrence_pdl"]
 SM90_JOBS["gdn_recurrence_state_early"] = (_module, _kernel, _types, dict(_consts, STATE_EARLY=True), *_rest)
