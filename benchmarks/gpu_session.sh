@@ -1436,6 +1436,13 @@ case "${1:?stage A to G}" in
     run ab-b8 150 python benchmarks/ab_chain.py --batch 8 --rounds 3 --variants base,x=MOELAB_EARLY_RELEASE_MAX_T:8
     run gpu-tests 120 python -m pytest tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
     ;;
+  FO) # session 34 (prepared): why qkv releasing the attention split early loses (FL: Qwen3-30B-A3B batch 1 2.85 ->
+      # 2.90 ms) when every qkv program is resident at the release. The trace says which kernel's advance grows: if
+      # the split's, its early residency costs it; if the o projection's or the experts', the split's CTAs crowd them.
+    run trace-base 120 python benchmarks/trace_decode.py --batch 1 --ctx 256
+    run trace-qkv 120 env MOELAB_QKV_EARLY_RELEASE=1 python benchmarks/trace_decode.py --batch 1 --ctx 256
+    run ab-b1 90 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,q=MOELAB_QKV_EARLY_RELEASE
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

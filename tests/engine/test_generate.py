@@ -359,6 +359,7 @@ def test_early_release_only_where_the_next_kernel_reads_nothing_of_this_step(che
     reads the cache and positions before its wait: measured a loss), the router or lm_head; above that, none. Counted on
     the launcher `dense` calls (on the CPU `use_pdl` is off, so the kernel's EARLY stays off: `test_chain.py`)."""
     monkeypatch.delenv("MOELAB_EARLY_RELEASE_MAX_T", raising=False)
+    monkeypatch.delenv("MOELAB_QKV_EARLY_RELEASE", raising=False)
     from moelab.ops import linear as ops_linear
     real, calls = ops_linear._linear_kernel, []
 
