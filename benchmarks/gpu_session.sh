@@ -26,6 +26,9 @@
 # is 4 MB by default, so EY's n4 times the default. EU's and EV's MOELAB_PAIRS_SHARED_FIRST (a tie) is gone too.
 # Session 33: MOELAB_PAIRS_TAIL_PF (FH, FI: lost) and MOELAB_CENSUS_NEXT_PF (FF, FI: its dry control gave the same) are
 # gone.
+# Session 34: FK's MOELAB_LINEAR_EARLY_RELEASE and MOELAB_GDN_STATE_EARLY, and FL's shape modes of the former, are gone:
+# the engine asks for the early release per projection (MOELAB_EARLY_RELEASE_MAX_T, MOELAB_QKV_EARLY_RELEASE) and the
+# state early (MOELAB_GDN_STATE_EARLY_MAX_T); FM times that rule.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log

@@ -443,7 +443,7 @@ def test_compiles_for_sm90_whole_k_before_the_wait(sm90):
 
 def test_compiles_for_sm90_release_points(sm90):
     """The shipped form releases its dependents once, after its last FMA (the sum over K) and after the wait;
-    LINEAR_EARLY_RELEASE's form once, before the wait and before its first weight load."""
+    `release_early`'s form once, before the wait and before its first weight load."""
     for name, early in (("linear_whole_k_pdl", False), ("linear_whole_k_early", True)):
         job = sm90[name]
         assert "error" not in job, job.get("error")

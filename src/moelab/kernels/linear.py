@@ -70,12 +70,13 @@ DOT_MIN_T = 4
 # `linear(release_early=True)` (with use_pdl): each program releases the kernel after it as it starts, not once its
 # products are summed (the chain's rule since session 6). The next kernel is then resident, its pre-wait loads in
 # flight, while the linear runs; released at the sum it is launched only as the linear ends (batch 1: the attention
-# split's duration 8.58 µs against its 8.35 µs advance, trace-decode-…T143150). It widens what that kernel may read
-# before its wait from "what the kernels before the previous one wrote" to "what no kernel of this step writes", so
-# only a caller who knows the next kernel asks for it (the engine, `moelab.ops.linear.dense`). Released right after the
-# wait instead (which keeps the narrower rule), the release is a scheduling barrier to ptxas, which converts the whole
-# weight slice to fp32 ahead of it: o_proj's GEMV 94 → 130 registers, qkv's 96 → 168 (Triton 3.6, sm_90), 3 programs
-# an SM instead of 5.
+# split's duration 8.58 µs against its 8.35 µs advance, trace-decode-…T143150; for the split itself the early
+# release lost, for the norm and the recurrence it won: `moelab.ops.linear.EARLY_RELEASE_MAX_T`). It widens what that
+# kernel may read before its wait from "what the kernels before the previous one wrote" to "what no kernel of this
+# step writes", so only a caller who knows the next kernel asks for it (the engine, `moelab.ops.linear.dense`).
+# Released right after the wait instead (which keeps the narrower rule), the release is a scheduling barrier to
+# ptxas, which converts the whole weight slice to fp32 ahead of it: o_proj's GEMV 94 → 130 registers, qkv's 96 → 168
+# (Triton 3.6, sm_90), 3 programs an SM instead of 5.
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
