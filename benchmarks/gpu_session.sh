@@ -1446,6 +1446,21 @@ case "${1:?stage A to G}" in
     run trace-qkv 120 env MOELAB_QKV_EARLY_RELEASE=1 python benchmarks/trace_decode.py --batch 1 --ctx 256
     run ab-b1 90 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,q=MOELAB_QKV_EARLY_RELEASE
     ;;
+  FP) # session 35 (for an H200): the README's decode records with session 34's early release (batch 1 only).
+      # Predicted from the H100's FM: Qwen3.5 batch 1 -3..-4 %, Qwen3-30B-A3B a tie; batches 8 and 32 unchanged.
+    run hw 90 python -m moelab hw --save
+    run decode-30b 260 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
+    run decode-qwen35 180 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1,8 --rows moelab
+    ;;
+  FQ) # session 35 (any Hopper; FN in one call with the H100 section's records): batch 1 records carrying session 34's
+      # early release, the early release and state-early above one row on Qwen3.5 (predicted: batch 2 -1..-3 %,
+      # batch 8 -0.5..+0.5 %), then the engine's GPU tests (the early-release test's fixed form has not run on a GPU).
+    run decode-30b 70 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-qwen35 70 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
+    run ab-35-b2 110 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 2 --rounds 3 --variants base,x=MOELAB_EARLY_RELEASE_MAX_T:8,xs=MOELAB_EARLY_RELEASE_MAX_T:8+MOELAB_GDN_STATE_EARLY_MAX_T:8
+    run ab-35-b8 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 3 --variants base,x=MOELAB_EARLY_RELEASE_MAX_T:8,xs=MOELAB_EARLY_RELEASE_MAX_T:8+MOELAB_GDN_STATE_EARLY_MAX_T:8
+    run gpu-tests 110 python -m pytest tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
