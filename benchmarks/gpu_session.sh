@@ -1461,6 +1461,16 @@ case "${1:?stage A to G}" in
     run ab-35-b8 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 3 --variants base,x=MOELAB_EARLY_RELEASE_MAX_T:8,xs=MOELAB_EARLY_RELEASE_MAX_T:8+MOELAB_GDN_STATE_EARLY_MAX_T:8
     run gpu-tests 110 python -m pytest tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
     ;;
+  FR) # session 35: FP in less device time (bench_decode measures the ceilings itself when none are cached)
+    run decode-30b 250 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
+    run decode-qwen35 110 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
+    ;;
+  FS) # session 35: FQ in less device time (no batch-8 A/B)
+    run decode-30b 70 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run decode-qwen35 70 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
+    run ab-35-b2 110 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 2 --rounds 3 --variants base,x=MOELAB_EARLY_RELEASE_MAX_T:8,xs=MOELAB_EARLY_RELEASE_MAX_T:8+MOELAB_GDN_STATE_EARLY_MAX_T:8
+    run gpu-tests 110 python -m pytest tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
