@@ -29,6 +29,8 @@
 # Session 34: FK's MOELAB_LINEAR_EARLY_RELEASE and MOELAB_GDN_STATE_EARLY, and FL's shape modes of the former, are gone:
 # the engine asks for the early release per projection (MOELAB_EARLY_RELEASE_MAX_T, MOELAB_QKV_EARLY_RELEASE) and the
 # state early (MOELAB_GDN_STATE_EARLY_MAX_T); FM times that rule.
+# Session 35: FQ/FS measured that rule above one row (a tie or a loss: one row stays); FO traced the qkv link; FT
+# (prepared) tests why it loses with MOELAB_ATTN_SPLIT_STAGES.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log
@@ -1470,6 +1472,14 @@ case "${1:?stage A to G}" in
     run decode-qwen35 70 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
     run ab-35-b2 110 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 2 --rounds 3 --variants base,x=MOELAB_EARLY_RELEASE_MAX_T:8,xs=MOELAB_EARLY_RELEASE_MAX_T:8+MOELAB_GDN_STATE_EARLY_MAX_T:8
     run gpu-tests 110 python -m pytest tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
+    ;;
+  FT) # session 35 (prepared, any Hopper, ~4 min): why qkv's early release loses. FO's traces (h100/trace-decode-…T163256
+      # against …T163305) put it in the attention split (advance 9.3 -> 11.1 us a layer, the experts unchanged). Guess:
+      # released early, the split's 24 programs are placed as qkv's programs leave, two to an SM (67.6 KB of shared
+      # memory and 242 registers each allow two), where a late launch spreads them one an SM. At 5 stages a program
+      # holds 133 KB, one an SM. Predicted if so: q5 at or below base (-0..-1.5 %), s5 = base; if not, q5 = q.
+    run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,q=MOELAB_QKV_EARLY_RELEASE,q5=MOELAB_QKV_EARLY_RELEASE+MOELAB_ATTN_SPLIT_STAGES:5,s5=MOELAB_ATTN_SPLIT_STAGES:5
+    run trace-q5 100 env MOELAB_QKV_EARLY_RELEASE=1 MOELAB_ATTN_SPLIT_STAGES=5 python benchmarks/trace_decode.py --batch 1 --ctx 256
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

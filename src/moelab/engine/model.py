@@ -107,9 +107,12 @@ class Attention:
         per-head norm and RoPE. With an output gate (Qwen3.5) q_proj's rows are [q | gate] per head."""
         cfg = self.cfg
         T, D = x.shape[0], cfg.head_dim
-        # [T, (Hq+2Hk)·D], q twice as wide with the gate. Released early, the attention split after it lost (H100,
-        # session 34: Qwen3-30B-A3B batch 1 2.85 → 2.90 ms a token), not yet understood: $MOELAB_QKV_EARLY_RELEASE=1
-        # turns it on for a trace (the split reads only earlier steps' cache rows and positions before its wait).
+        # [T, (Hq+2Hk)·D], q twice as wide with the gate. Released early, the attention split after it lost (H100:
+        # Qwen3-30B-A3B batch 1 2.85 → 2.90 ms a token in session 34, 2.83 → 2.89 in session 35). The trace (session
+        # 35, h100/trace-decode-…T163256 against …T163305) puts the loss in the split itself: its advance 9.3 → 11.1 µs
+        # a layer, the combine's 2.1 → 1.5, the experts' unchanged (33.5 / 33.1), so it is not the split's programs
+        # taking the experts' SM slots (stage FT tests their placement). $MOELAB_QKV_EARLY_RELEASE=1 turns it on (the
+        # split reads only earlier steps' cache rows and positions before its wait).
         qkv = self.dense(x, self.qkv, self.qkv_bias, release_early=bool(env_int("MOELAB_QKV_EARLY_RELEASE", 0)))
         qw = cfg.heads * D * (2 if cfg.attn_gate else 1)
         q, k, v = qkv.split([qw, cfg.kv_heads * D, cfg.kv_heads * D], dim=-1)

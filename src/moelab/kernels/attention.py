@@ -29,7 +29,8 @@ import torch
 import triton
 import triton.language as tl
 
-from moelab.kernels import cdiv, chain_pdl, check_device, counters, dot_precision, next_pow2, pdl_supported
+from moelab.kernels import (cdiv, chain_pdl, check_device, counters, dot_precision, env_int, next_pow2,
+                            pdl_supported)
 from moelab.kernels.probe import now_ns, sm_id
 from moelab.kernels.rope import _inv_freq, _norm_rope_rows, _rope_consts, check_kv_args, norm_rope_args
 
@@ -511,7 +512,10 @@ def decode_attention(
         # 4 warps, 3 stages: in the graph-replayed step 8 warps lost (batch 8 7.71 → 7.85 ms, before batch 8 joined
         # the PDL chain; batch 1 2.40 → 2.50) and 2 stages tied (7.70); the 32-key tiles at batch 8, in the chain,
         # tied (7.74 against 7.75): session 10, ab-chain-…T020023 / …T020056 / …T021459.
-        num_warps=num_warps or 4, num_stages=num_stages or 3,
+        # $MOELAB_ATTN_SPLIT_STAGES (A/B, session 35): the stages also set the shared memory a program holds, 67.6 KB at
+        # 3 (two programs an SM, by registers), 133 KB at 5 (one an SM); stage FT asks whether split programs sharing
+        # an SM are what the qkv projection's early release loses (engine/model.py).
+        num_warps=num_warps or 4, num_stages=num_stages or env_int("MOELAB_ATTN_SPLIT_STAGES", 3),
         **launch,
     )
     if not final and not merge:

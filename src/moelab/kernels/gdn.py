@@ -41,7 +41,8 @@ GDN_PDL = 1
 # The recurrence's state read before its PDL wait, up to this many rows (the chain only). H100, Qwen3.5-35B-A3B batch
 # 1, the same tokens (session 34, h100/ab-chain-…T140603 and …T141642): alone a tie (2.71 both), with the input
 # projection releasing the recurrence early 2.71 → 2.68 ms a token (that release alone 2.71), with every projection
-# early 2.63 → 2.61. Above one row unmeasured. $MOELAB_GDN_STATE_EARLY_MAX_T overrides it (0: never).
+# early 2.63 → 2.61. At batch 2 with the early release at 2 rows too (session 35, h100/ab-chain-…T163115) 3.581
+# against 3.586 without: a tie, so one row. $MOELAB_GDN_STATE_EARLY_MAX_T overrides it (0: never).
 GDN_STATE_EARLY_MAX_T = 1
 
 

@@ -65,7 +65,9 @@ DENSE_MAX_T = 16
 # every projection early, Qwen3-30B-A3B 2.82 → 2.86 ms a token and Qwen3.5-35B-A3B 2.71 → 2.63 (→ 2.61 with the
 # recurrence's state before its wait); then link by link, Qwen3-30B-A3B 2.85: o alone 2.83, qkv alone 2.90 (the
 # attention split resident early loses), and Qwen3.5 2.72: the input projection alone 2.68 with the state early;
-# batch 8 every projection 9.73 → 9.79 (h100/ab-chain-…T1404*-T1416*). Above one row it is unmeasured.
+# batch 8 every projection 9.73 → 9.79 (h100/ab-chain-…T1404*-T1416*). Above one row, this rule at 8 rows (session 35,
+# H100, three rounds, the same tokens): Qwen3.5 batch 2 3.594 → 3.581 (−0.4 %, h100/ab-chain-…T163115), batch 8 8.350
+# both (…T163530); Qwen3-30B-A3B batch 8 10.09 → 10.20 (+1.1 %, …T163717). So one row.
 # $MOELAB_EARLY_RELEASE_MAX_T overrides it (0: never).
 EARLY_RELEASE_MAX_T = 1
 
