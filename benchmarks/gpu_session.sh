@@ -1480,6 +1480,13 @@ case "${1:?stage A to G}" in
       # holds 133 KB, one an SM. Predicted if so: q5 at or below base (-0..-1.5 %), s5 = base; if not, q5 = q.
     run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,q=MOELAB_QKV_EARLY_RELEASE,q5=MOELAB_QKV_EARLY_RELEASE+MOELAB_ATTN_SPLIT_STAGES:5,s5=MOELAB_ATTN_SPLIT_STAGES:5
     run trace-q5 100 env MOELAB_QKV_EARLY_RELEASE=1 MOELAB_ATTN_SPLIT_STAGES=5 python benchmarks/trace_decode.py --batch 1 --ctx 256
+    # The early release at two rows (Qwen3.5 batch 2 gained 0.4 % in FS; Qwen3-30B-A3B batch 2 unmeasured).
+    run ab-b2 120 python benchmarks/ab_chain.py --batch 2 --rounds 3 --variants base,x2=MOELAB_EARLY_RELEASE_MAX_T:2
+    ;;
+  FU) # session 35 (prepared, any Hopper, ~3 min): is FS's Qwen3.5 batch 1 record (2.73 ms, against 2.68 in session 32
+      # and session 34's A/B at 2.61) the machine or the code? The record and the early release's A/B on one machine.
+    run decode-qwen35 80 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
+    run ab-35-b1 100 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,off=MOELAB_EARLY_RELEASE_MAX_T:0+MOELAB_GDN_STATE_EARLY_MAX_T:0
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
