@@ -1478,7 +1478,9 @@ case "${1:?stage A to G}" in
       # released early, the split's 24 programs are placed as qkv's programs leave, two to an SM (67.6 KB of shared
       # memory and 242 registers each allow two), where a late launch spreads them one an SM. At 5 stages a program
       # holds 133 KB, one an SM. Predicted if so: q5 at or below base (-0..-1.5 %), s5 = base; if not, q5 = q.
-    run ab-b1 200 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,q=MOELAB_QKV_EARLY_RELEASE,q5=MOELAB_QKV_EARLY_RELEASE+MOELAB_ATTN_SPLIT_STAGES:5,s5=MOELAB_ATTN_SPLIT_STAGES:5
+      # m4: at most 4 splits, so the split kernel merges them and the combine launch goes (2.1 us of advance a layer on
+      # the H100, FO); predicted -0.5..+0.5 % (fewer, longer programs and the last arriver's merge on the path).
+    run ab-b1 240 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,q=MOELAB_QKV_EARLY_RELEASE,q5=MOELAB_QKV_EARLY_RELEASE+MOELAB_ATTN_SPLIT_STAGES:5,s5=MOELAB_ATTN_SPLIT_STAGES:5,m4=MOELAB_ATTN_MAX_SPLITS:4
     run trace-q5 100 env MOELAB_QKV_EARLY_RELEASE=1 MOELAB_ATTN_SPLIT_STAGES=5 python benchmarks/trace_decode.py --batch 1 --ctx 256
     # The early release at two rows (Qwen3.5 batch 2 gained 0.4 % in FS; Qwen3-30B-A3B batch 2 unmeasured).
     run ab-b2 120 python benchmarks/ab_chain.py --batch 2 --rounds 3 --variants base,x2=MOELAB_EARLY_RELEASE_MAX_T:2

@@ -81,6 +81,37 @@ def test_merge_is_the_default_up_to_four_splits(monkeypatch):
         assert len(launched) == combines, (splits, merge)
 
 
+def test_max_splits_switch_caps_the_heuristic_and_merges(monkeypatch, close):
+    """$MOELAB_ATTN_MAX_SPLITS caps the heuristic's splits (an A/B switch): at 4, a length that would take more splits
+    runs 4 merged by the split kernel (no combine launch), and the output is still the reference's."""
+    from moelab.kernels import attention as attn
+    grids = []
+
+    class Spy:
+        def __init__(self, fn):
+            self.fn = fn
+
+        def __getitem__(self, grid):
+            grids.append((self.fn, grid))
+            return self.fn[grid]
+
+    monkeypatch.setattr(attn, "_combine_kernel", Spy(attn._combine_kernel))
+    monkeypatch.setattr(attn, "_split_kernel", Spy(attn._split_kernel))
+    monkeypatch.setattr(attn, "sm_count", lambda dev: 132)  # the heuristic of an H100/H200 on any machine
+    q, k, v = _inputs(1, 1, 8, 2, 384, 32, torch.float32)
+    assert attn.launch_params(1, 2, 384, 32, 132)[1] > 4  # uncapped: more than 4 splits, so a combine
+    for cap, splits, combines in ((None, attn.launch_params(1, 2, 384, 32, 132)[1], 1), ("4", 4, 0)):
+        if cap is None:
+            monkeypatch.delenv("MOELAB_ATTN_MAX_SPLITS", raising=False)
+        else:
+            monkeypatch.setenv("MOELAB_ATTN_MAX_SPLITS", cap)
+        grids.clear()
+        _run(q, k, v, [384], close)
+        split_grid = [g for fn, g in grids if fn is not attn._combine_kernel.fn][0]
+        assert split_grid[1] == splits, (cap, split_grid)
+        assert sum(fn is attn._combine_kernel.fn for fn, _ in grids) == combines, cap
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_long_shares_over_few_splits(dtype, close):
     # Many tiles a split, lengths that are no multiple of the tile or of the split count, with and without a window.

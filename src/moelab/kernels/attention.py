@@ -457,6 +457,10 @@ def decode_attention(
     block_n = block_n or auto_block_n
     if block_n < 16 or block_n & (block_n - 1):
         raise ValueError(f"decode_attention: block_n must be a power of two >= 16, not {block_n}")
+    # $MOELAB_ATTN_MAX_SPLITS (A/B, session 35, default no cap) caps the heuristic's splits: at 4 or fewer the split
+    # kernel merges them itself (MERGE) and the combine launch goes. Batch 1 at the decode bench's context takes 6
+    # splits and the combine; the last-arriver merge of 7 lost there in session 17 (2.41 -> 2.45 ms), 4 is unmeasured.
+    auto_splits = min(auto_splits, env_int("MOELAB_ATTN_MAX_SPLITS", _MAX_SPLITS))
     splits = max(1, min(num_splits or auto_splits, _MAX_SPLITS))
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     g = hq // hk
