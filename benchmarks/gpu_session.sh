@@ -29,7 +29,7 @@
 # Session 34: FK's MOELAB_LINEAR_EARLY_RELEASE and MOELAB_GDN_STATE_EARLY, and FL's shape modes of the former, are gone:
 # the engine asks for the early release per projection (MOELAB_EARLY_RELEASE_MAX_T, MOELAB_QKV_EARLY_RELEASE) and the
 # state early (MOELAB_GDN_STATE_EARLY_MAX_T); FM times that rule.
-# Session 35: FQ/FS measured that rule above one row (a tie or a loss: one row stays); FO traced the qkv link; FT
+# Session 35: FS (and the batch-8 A/Bs after it) measured that rule above one row (a tie or a loss: one row stays); FO traced the qkv link; FT
 # (prepared) tests why it loses with MOELAB_ATTN_SPLIT_STAGES.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
@@ -1448,32 +1448,21 @@ case "${1:?stage A to G}" in
     run trace-qkv 120 env MOELAB_QKV_EARLY_RELEASE=1 python benchmarks/trace_decode.py --batch 1 --ctx 256
     run ab-b1 90 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,q=MOELAB_QKV_EARLY_RELEASE
     ;;
-  FP) # session 35 (for an H200): the README's decode records with session 34's early release (batch 1 only).
-      # Predicted from the H100's FM: Qwen3.5 batch 1 -3..-4 %, Qwen3-30B-A3B a tie; batches 8 and 32 unchanged.
-    run hw 90 python -m moelab hw --save
-    run decode-30b 260 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
-    run decode-qwen35 180 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1,8 --rows moelab
-    ;;
-  FQ) # session 35 (any Hopper; FN in one call with the H100 section's records): batch 1 records carrying session 34's
-      # early release, the early release and state-early above one row on Qwen3.5 (predicted: batch 2 -1..-3 %,
-      # batch 8 -0.5..+0.5 %), then the engine's GPU tests (the early-release test's fixed form has not run on a GPU).
-    run decode-30b 70 python benchmarks/bench_decode.py --batch 1 --rows moelab
-    run decode-qwen35 70 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
-    run ab-35-b2 110 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 2 --rounds 3 --variants base,x=MOELAB_EARLY_RELEASE_MAX_T:8,xs=MOELAB_EARLY_RELEASE_MAX_T:8+MOELAB_GDN_STATE_EARLY_MAX_T:8
-    run ab-35-b8 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 8 --rounds 3 --variants base,x=MOELAB_EARLY_RELEASE_MAX_T:8,xs=MOELAB_EARLY_RELEASE_MAX_T:8+MOELAB_GDN_STATE_EARLY_MAX_T:8
-    run gpu-tests 110 python -m pytest tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
-    ;;
-  FR) # session 35: FP in less device time (bench_decode measures the ceilings itself when none are cached)
+  FR) # session 35 (for an H200, ~7 min): the README's decode records with session 34's early release (batch 1 only;
+      # predicted from the H100's A/B: Qwen3.5 batch 1 -3..-4 %, Qwen3-30B-A3B a tie, batches 8 and 32 unchanged).
+      # bench_decode measures the ceilings itself when none are cached.
     run decode-30b 250 python benchmarks/bench_decode.py --batch 1,8,32 --rows moelab
-    run decode-qwen35 110 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
+    run decode-qwen35 170 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1,8 --rows moelab
     ;;
-  FS) # session 35: FQ in less device time (no batch-8 A/B)
+  FS) # session 35 (ran, H100): batch 1 records carrying session 34's early release; that release and the state read
+      # early above one row on Qwen3.5 batch 2 (predicted -1..-3 %); the engine's GPU tests (the early-release test's
+      # fixed form had not run on a GPU). (Batch 8's A/Bs ran by hand after it: ab-b8-…T1635.log.)
     run decode-30b 70 python benchmarks/bench_decode.py --batch 1 --rows moelab
     run decode-qwen35 70 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
     run ab-35-b2 110 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 2 --rounds 3 --variants base,x=MOELAB_EARLY_RELEASE_MAX_T:8,xs=MOELAB_EARLY_RELEASE_MAX_T:8+MOELAB_GDN_STATE_EARLY_MAX_T:8
     run gpu-tests 110 python -m pytest tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
     ;;
-  FT) # session 35 (prepared, any Hopper, ~4 min): why qkv's early release loses. FO's traces (h100/trace-decode-…T163256
+  FT) # session 35 (prepared, any Hopper, ~6 min): why qkv's early release loses. FO's traces (h100/trace-decode-…T163256
       # against …T163305) put it in the attention split (advance 9.3 -> 11.1 us a layer, the experts unchanged). Guess:
       # released early, the split's 24 programs are placed as qkv's programs leave, two to an SM (67.6 KB of shared
       # memory and 242 registers each allow two), where a late launch spreads them one an SM. At 5 stages a program

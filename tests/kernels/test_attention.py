@@ -99,8 +99,9 @@ def test_max_splits_switch_caps_the_heuristic_and_merges(monkeypatch, close):
     monkeypatch.setattr(attn, "_split_kernel", Spy(attn._split_kernel))
     monkeypatch.setattr(attn, "sm_count", lambda dev: 132)  # the heuristic of an H100/H200 on any machine
     q, k, v = _inputs(1, 1, 8, 2, 384, 32, torch.float32)
-    assert attn.launch_params(1, 2, 384, 32, 132)[1] > 4  # uncapped: more than 4 splits, so a combine
-    for cap, splits, combines in ((None, attn.launch_params(1, 2, 384, 32, 132)[1], 1), ("4", 4, 0)):
+    uncapped = attn.launch_params(1, 2, 384, 32, 132)[1]
+    assert uncapped > 4  # more than 4 splits, so a combine
+    for cap, splits, combines in ((None, uncapped, 1), ("4", 4, 0)):
         if cap is None:
             monkeypatch.delenv("MOELAB_ATTN_MAX_SPLITS", raising=False)
         else:
