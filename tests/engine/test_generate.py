@@ -307,6 +307,7 @@ def test_cli_user_errors_are_one_line(checkpoint, tmp_path):
     (tmp_path / "ids.txt").write_text("1 2 500\n")
     cases = [
         (["qwen3-30b-a3b"], "pass --weights DIR"),
+        ([str(folder), "--weights", str(tmp_path / "missing"), "--prompt-len", "300"], "missing: no such folder"),
         ([str(folder), "--prompt-ids", str(tmp_path / "ids.txt")], "token id 500 is outside the vocabulary"),
         ([str(folder), "--prompt", "hello"], "--prompt needs a tokenizer.json"),
         ([str(folder), "--impl", "fast"], "--impl must be moelab or eager"),

@@ -107,6 +107,8 @@ def decode(
         raise UserError("--ep places experts on several ranks: it needs --tp 2 or more")
     if oneshot_max_bytes < 0:
         raise UserError(f"--oneshot-max-bytes must be >= 0, got {oneshot_max_bytes}")
+    if weights is not None and not weights.expanduser().is_dir():  # before the context and prompt checks
+        raise UserError(f"--weights {weights}: no such folder")
     sampling = Sampling(temperature, top_p, seed)
     mp = Path(model).expanduser()
     folder = weights or (mp if mp.is_dir() else mp.parent if mp.is_file() else None)
