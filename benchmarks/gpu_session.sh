@@ -31,6 +31,7 @@
 # state early (MOELAB_GDN_STATE_EARLY_MAX_T); FM times that rule.
 # Session 35: FS (and the batch-8 A/Bs after it) measured that rule above one row (a tie or a loss: one row stays); FO traced the qkv link; FT
 # (prepared) tests why it loses with MOELAB_ATTN_SPLIT_STAGES.
+# Session 36: FT and FU ran on one H100 in one call (…-FT-FU-…T1931.log); FR still waits for an H200.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log

@@ -435,3 +435,15 @@ def test_compiles_for_sm90_kv_fused(sm90):
     ptx = _ptx(sm90, "attention_split_kv")
     assert "griddepcontrol.wait" in ptx and "mma.sync" in ptx and "__nv_cosf" in ptx
     assert ptx.index("ld.global") < ptx.index("griddepcontrol.wait")  # the first tile is requested before the wait
+
+
+def test_split_stages_fit_shared_memory():
+    """$MOELAB_ATTN_SPLIT_STAGES=5 compiled 133 KB at 64-key bf16 tiles and was refused at 128-key ones (270 KB > 227 KB,
+    session 36): the switch's stages come down to what fits, never to a launch the GPU refuses."""
+    from moelab.kernels.attention import split_stages
+
+    assert split_stages(5, 64, 128, 2) == 5  # 64 × 128 bf16: what stage FT timed
+    assert split_stages(5, 128, 128, 2) == 4  # counted (4 − 0.75) × 64 KB = 208 KB; compiled 201 KB
+    assert split_stages(3, 128, 128, 2) == 3  # the default, unchanged at every tile
+    assert split_stages(3, 64, 256, 4) == 2  # fp32 at head_dim 256: 128 KB a pair
+    assert split_stages(0, 64, 128, 2) == 1

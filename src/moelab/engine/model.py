@@ -111,8 +111,12 @@ class Attention:
         # Qwen3-30B-A3B batch 1 2.85 → 2.90 ms a token in session 34, 2.83 → 2.89 in session 35). The trace (session
         # 35, h100/trace-decode-…T163256 against …T163305) puts the loss in the split itself: its advance 9.3 → 11.1 µs
         # a layer, the combine's 2.1 → 1.5, the experts' unchanged (33.5 / 33.1), so it is not the split's programs
-        # taking the experts' SM slots (stage FT tests their placement). $MOELAB_QKV_EARLY_RELEASE=1 turns it on (the
-        # split reads only earlier steps' cache rows and positions before its wait).
+        # taking the experts' SM slots. Placement (session 36, stage FT, H100, the same tokens): with the split at 5
+        # stages (133 KB of shared memory, one program an SM) the early release gains a little, 2.832 → 2.823 ms and,
+        # in the reverse order over five rounds, 2.834 → 2.822 (h100/ab-chain-…T193238, …T193538); 5 stages alone
+        # lose (2.889), as the release alone does (2.894). Not yet the default: unmeasured on Qwen3.5 and the H200.
+        # $MOELAB_QKV_EARLY_RELEASE=1 turns it on (the split reads only earlier steps' cache rows and positions before
+        # its wait).
         qkv = self.dense(x, self.qkv, self.qkv_bias, release_early=bool(env_int("MOELAB_QKV_EARLY_RELEASE", 0)))
         qw = cfg.heads * D * (2 if cfg.attn_gate else 1)
         q, k, v = qkv.split([qw, cfg.kv_heads * D, cfg.kv_heads * D], dim=-1)

@@ -351,6 +351,18 @@ def sm_count(device: torch.device) -> int:
     return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
 
 
+def split_stages(want: int, block_n: int, block_d: int, elem: int) -> int:
+    """The most pipeline stages up to `want` whose K and V tiles fit an SM's 227 KB of shared memory, counting
+    (stages − 0.75) K+V tile pairs a program. Compiled (Triton 3.6, sm_90, the engine's form): 133 KB at 5 stages of
+    64 × 128 bf16 keys; at 128 × 128, 135 / 201 / 266 KB at 3 / 4 / 5 stages. The GPU refused 5 stages of 128-key
+    tiles (session 36, the long-context GPU test under $MOELAB_ATTN_SPLIT_STAGES=5)."""
+    pair = 2 * block_n * block_d * elem
+    stages = max(1, want)
+    while stages > 1 and (stages - 0.75) * pair > 232448:
+        stages -= 1
+    return stages
+
+
 def launch_params(b: int, hk: int, s_hint: int, d: int, sms: int) -> tuple[int, int]:
     """(BLOCK_N, splits) for B sequences of Hk KV heads, about `s_hint` tokens long, head_dim d, on `sms` SMs.
 
@@ -519,7 +531,9 @@ def decode_attention(
         # $MOELAB_ATTN_SPLIT_STAGES (A/B, session 35): the stages also set the shared memory a program holds, 67.6 KB at
         # 3 (two programs an SM, by registers), 133 KB at 5 (one an SM); stage FT asks whether split programs sharing
         # an SM are what the qkv projection's early release loses (engine/model.py).
-        num_warps=num_warps or 4, num_stages=num_stages or env_int("MOELAB_ATTN_SPLIT_STAGES", 3),
+        num_warps=num_warps or 4,
+        num_stages=num_stages or split_stages(env_int("MOELAB_ATTN_SPLIT_STAGES", 3), block_n, block_d,
+                                              k_cache.element_size()),
         **launch,
     )
     if not final and not merge:
