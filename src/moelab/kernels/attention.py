@@ -529,8 +529,8 @@ def decode_attention(
         # the PDL chain; batch 1 2.40 → 2.50) and 2 stages tied (7.70); the 32-key tiles at batch 8, in the chain,
         # tied (7.74 against 7.75): session 10, ab-chain-…T020023 / …T020056 / …T021459.
         # $MOELAB_ATTN_SPLIT_STAGES (A/B, session 35): the stages also set the shared memory a program holds, 67.6 KB at
-        # 3 (two programs an SM, by registers), 133 KB at 5 (one an SM); stage FT asks whether split programs sharing
-        # an SM are what the qkv projection's early release loses (engine/model.py).
+        # 3 (two programs an SM, by registers), 133 KB at 5 (one an SM). Session 36 (stage FT): with qkv's early
+        # release 5 stages gained 0.3-0.4 % at Qwen3-30B-A3B batch 1, alone they lost 2 % (engine/model.py).
         num_warps=num_warps or 4,
         num_stages=num_stages or split_stages(env_int("MOELAB_ATTN_SPLIT_STAGES", 3), block_n, block_d,
                                               k_cache.element_size()),
