@@ -351,14 +351,17 @@ def sm_count(device: torch.device) -> int:
     return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
 
 
+_SM90_SHARED_BYTES = 232448  # the shared memory a program may opt into on sm_90 (Triton's "Hardware limit" there)
+
+
 def split_stages(want: int, block_n: int, block_d: int, elem: int) -> int:
-    """The most pipeline stages up to `want` whose K and V tiles fit an SM's 227 KB of shared memory, counting
+    """The most pipeline stages up to `want` whose K and V tiles fit sm_90's 227 KB of shared memory, counting
     (stages − 0.75) K+V tile pairs a program. Compiled (Triton 3.6, sm_90, the engine's form): 133 KB at 5 stages of
     64 × 128 bf16 keys; at 128 × 128, 135 / 201 / 266 KB at 3 / 4 / 5 stages. The GPU refused 5 stages of 128-key
     tiles (session 36, the long-context GPU test under $MOELAB_ATTN_SPLIT_STAGES=5)."""
     pair = 2 * block_n * block_d * elem
     stages = max(1, want)
-    while stages > 1 and (stages - 0.75) * pair > 232448:
+    while stages > 1 and (stages - 0.75) * pair > _SM90_SHARED_BYTES:
         stages -= 1
     return stages
 
@@ -471,7 +474,8 @@ def decode_attention(
         raise ValueError(f"decode_attention: block_n must be a power of two >= 16, not {block_n}")
     # $MOELAB_ATTN_MAX_SPLITS (A/B, session 35, default no cap) caps the heuristic's splits: at 4 or fewer the split
     # kernel merges them itself (MERGE) and the combine launch goes. Batch 1 at the decode bench's context takes 6
-    # splits and the combine; the last-arriver merge of 7 lost there in session 17 (2.41 -> 2.45 ms), 4 is unmeasured.
+    # splits and the combine; the last-arriver merge of 7 lost there in session 17 (2.41 -> 2.45 ms), and of 4 in
+    # session 36 (H100, 2.832 -> 2.941 ms, h100/ab-chain-…T193238).
     auto_splits = min(auto_splits, env_int("MOELAB_ATTN_MAX_SPLITS", _MAX_SPLITS))
     splits = max(1, min(num_splits or auto_splits, _MAX_SPLITS))
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)

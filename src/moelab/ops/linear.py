@@ -67,8 +67,8 @@ DENSE_MAX_T = 16
 # attention split resident early loses), and Qwen3.5 2.72: the input projection alone 2.68 with the state early;
 # batch 8 every projection 9.73 → 9.79 (h100/ab-chain-…T1404*-T1416*). Above one row, this rule at 8 rows (session 35,
 # H100, three rounds, the same tokens): Qwen3.5 batch 2 3.594 → 3.581 (−0.4 %, h100/ab-chain-…T163115), batch 8 8.350
-# both (…T163530); Qwen3-30B-A3B batch 8 10.09 → 10.20 (+1.1 %, …T163717). So one row; two would need Qwen3-30B-A3B's
-# batch 2 (unmeasured) first.
+# both (…T163530); Qwen3-30B-A3B batch 8 10.09 → 10.20 (+1.1 %, …T163717), and at 2 rows its batch 2 4.164 → 4.181
+# (+0.4 %, session 36, …T193339). So one row.
 # $MOELAB_EARLY_RELEASE_MAX_T overrides it (0: never).
 EARLY_RELEASE_MAX_T = 1
 
