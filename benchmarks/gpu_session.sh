@@ -1480,6 +1480,19 @@ case "${1:?stage A to G}" in
     run decode-qwen35 80 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
     run ab-35-b1 100 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,off=MOELAB_EARLY_RELEASE_MAX_T:0+MOELAB_GDN_STATE_EARLY_MAX_T:0
     ;;
+  FV) # session 37 (any Hopper, ~5 min): q5 (qkv released as it starts + the split at 5 stages; FT, H100: -0.3..-0.4 %
+      # at Qwen3-30B-A3B batch 1, context 392) beyond that one point. Qwen3.5's 10 full-attention layers take the
+      # release too (predicted -0..-0.5 %). At 4k the split takes 64-key tiles and 66 splits, 264 programs: two an SM
+      # at 3 stages (70 KB), but at 5 stages (133 KB) one an SM, so two waves (predicted: q5 loses there, by 1-3 %).
+      # At 16k it takes 128-key tiles and 33 splits, 132 programs already one an SM (135 KB), and 5 stages are capped to
+      # 4 (201 KB): if placement is the whole story, q (the release alone) ties or gains there. bench_attention times
+      # the split alone at 3 and 4 stages.
+    run ab-35-b1 150 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,q5=MOELAB_QKV_EARLY_RELEASE+MOELAB_ATTN_SPLIT_STAGES:5
+    run ab-30-b1 120 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,q5=MOELAB_QKV_EARLY_RELEASE+MOELAB_ATTN_SPLIT_STAGES:5
+    run ab-30-4k 120 python benchmarks/ab_chain.py --batch 1 --prompt-len 4096 --new-tokens 128 --rounds 2 --variants base,q=MOELAB_QKV_EARLY_RELEASE,q5=MOELAB_QKV_EARLY_RELEASE+MOELAB_ATTN_SPLIT_STAGES:5
+    run ab-30-16k 150 python benchmarks/ab_chain.py --batch 1 --prompt-len 16000 --new-tokens 128 --rounds 2 --variants base,q=MOELAB_QKV_EARLY_RELEASE,q5=MOELAB_QKV_EARLY_RELEASE+MOELAB_ATTN_SPLIT_STAGES:5
+    run attn-stages 100 python benchmarks/bench_attention.py --shapes 1x1024,1x4096,1x16384 --no-compile --sweep --warps 4 --stages 3,4 --samples 15
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
