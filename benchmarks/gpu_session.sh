@@ -32,6 +32,9 @@
 # Session 35: FS (and the batch-8 A/Bs after it) measured that rule above one row (a tie or a loss: one row stays); FO traced the qkv link; FT
 # (prepared) tests why it loses with MOELAB_ATTN_SPLIT_STAGES.
 # Session 36: FT and FU ran on one H100 in one call (…-FT-FU-…T1931.log); FR still waits for an H200.
+# Session 37: FR and FV ran on an H200; qkv's early release with the split's stages is the default at one row
+# (`early_release_stages`), so MOELAB_ATTN_SPLIT_STAGES (FT's s5, FV's q5) and MOELAB_ATTN_MAX_SPLITS (FT's m4, lost)
+# are gone.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log
@@ -1492,6 +1495,17 @@ case "${1:?stage A to G}" in
     run ab-30-4k 120 python benchmarks/ab_chain.py --batch 1 --prompt-len 4096 --new-tokens 128 --rounds 2 --variants base,q=MOELAB_QKV_EARLY_RELEASE,q5=MOELAB_QKV_EARLY_RELEASE+MOELAB_ATTN_SPLIT_STAGES:5
     run ab-30-16k 150 python benchmarks/ab_chain.py --batch 1 --prompt-len 16000 --new-tokens 128 --rounds 2 --variants base,q=MOELAB_QKV_EARLY_RELEASE,q5=MOELAB_QKV_EARLY_RELEASE+MOELAB_ATTN_SPLIT_STAGES:5
     run attn-stages 100 python benchmarks/bench_attention.py --shapes 1x1024,1x4096,1x16384 --no-compile --sweep --warps 4 --stages 3,4 --samples 15
+    ;;
+  FW) # session 37 (any Hopper, ~5 min): the rule FV led to, as the default (`early_release_stages`), against
+      # MOELAB_QKV_EARLY_RELEASE=0 (the old default), with its GPU tests. Predicted (H200): context 392 -0.1..-0.7 %
+      # (Qwen3-30B-A3B, Qwen3.5), 2k (128 programs: 5 stages, one an SM) -0..-1 %, 3k (192 programs: 3 stages, the
+      # release alone, never measured between 132 and 264 programs) a tie or a loss, 16k -3 %.
+    run gpu-tests 200 python -m pytest tests/kernels/test_attention.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
+    run ab-30-b1 110 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
+    run ab-35-b1 120 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
+    run ab-30-2k 90 python benchmarks/ab_chain.py --batch 1 --prompt-len 1912 --new-tokens 128 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
+    run ab-30-3k 90 python benchmarks/ab_chain.py --batch 1 --prompt-len 2936 --new-tokens 128 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
+    run ab-30-16k 100 python benchmarks/ab_chain.py --batch 1 --prompt-len 16000 --new-tokens 128 --rounds 2 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

@@ -353,14 +353,21 @@ def test_hybrid_decode_runs_restart_from_the_prefill(checkpoint):
         assert torch.equal(eng.decode(tokens[:, 0], 5), tokens[:, 1:])
 
 
-@pytest.mark.parametrize("batch", [1, 2])
-def test_early_release_only_where_the_next_kernel_reads_nothing_of_this_step(checkpoint, batch, monkeypatch):
+@pytest.mark.parametrize("batch,qkv_switch", [(1, None), (1, "0"), (2, None)])
+def test_early_release_only_where_the_next_kernel_reads_nothing_of_this_step(checkpoint, batch, qkv_switch,
+                                                                             monkeypatch):
     """At decode of up to EARLY_RELEASE_MAX_T rows the engine asks the o projection and the Gated DeltaNet's input
-    (with its conv) and output projections to release the next kernel as they start; never qkv (the attention split
-    reads the cache and positions before its wait: measured a loss), the router or lm_head; above that, none. Counted on
-    the launcher `dense` calls (on the CPU `use_pdl` is off, so the kernel's EARLY stays off: `test_chain.py`)."""
+    (with its conv) and output projections to release the next kernel as they start, and qkv too where the split's
+    placement rule gives it stages (`early_release_stages`; the tiny model's head_dim 16 gets none, so the rule's answer
+    is set to 5 here); then the split runs at those stages. Never the router or lm_head; above that many rows, none;
+    with $MOELAB_QKV_EARLY_RELEASE=0, not qkv. Counted on the launcher calls (on the CPU `use_pdl` is off, so the
+    kernel's EARLY stays off: `test_chain.py`)."""
     monkeypatch.delenv("MOELAB_EARLY_RELEASE_MAX_T", raising=False)
-    monkeypatch.delenv("MOELAB_QKV_EARLY_RELEASE", raising=False)
+    if qkv_switch is None:
+        monkeypatch.delenv("MOELAB_QKV_EARLY_RELEASE", raising=False)
+    else:
+        monkeypatch.setenv("MOELAB_QKV_EARLY_RELEASE", qkv_switch)
+    from moelab.ops import attention as ops_attention
     from moelab.ops import linear as ops_linear
     real, calls = ops_linear._linear_kernel, []
 
@@ -369,20 +376,28 @@ def test_early_release_only_where_the_next_kernel_reads_nothing_of_this_step(che
         return real(x, weight, bias, **kw)
 
     monkeypatch.setattr(ops_linear, "_linear_kernel", spy)
+    monkeypatch.setattr(ops_attention, "early_release_stages", lambda *shape: 5)
     model, folder = checkpoint("qwen3_5_moe_text")
     cfg = model.config
     dev = "cuda" if torch.cuda.is_available() else "cpu"  # (on the GPU the calls are counted as the graph is captured)
     eng = build(folder, batch=batch, max_len=8, impl="moelab", device=dev)
+    from moelab.engine.model import Attention, GatedDeltaNet
+    stages = []
+    for m, *_ in eng.model.layers:
+        if isinstance(m, Attention):
+            attn = m.decode_attention_kv
+            m.decode_attention_kv = lambda *a, _f=attn, **kw: (stages.append(kw.get("num_stages")), _f(*a, **kw))[1]
     eng.generate(torch.randint(0, 128, (batch, 3), generator=torch.Generator().manual_seed(5)).to(dev), 2)
     hidden = cfg.hidden_size
     o_like = {(hidden, cfg.num_attention_heads * cfg.head_dim),
               (hidden, cfg.linear_num_value_heads * cfg.linear_value_head_dim)}  # o, the GDN output projection
+    qkv_shape = ((2 * cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * cfg.head_dim, hidden)  # q ×2: the gate
+    qkv_early = batch == 1 and qkv_switch is None
     decode = [c for c in calls if c[0] == batch]
-    assert decode
+    assert decode and any(c[1] == qkv_shape for c in decode)
     for rows, shape, conv, early in decode:
-        assert early == (batch == 1 and (conv or shape in o_like)), (rows, shape, conv, early)
-    if batch == 1:
-        assert any(c[2] and c[3] for c in decode) and any(c[1] in o_like and c[3] for c in decode)
-    from moelab.engine.model import GatedDeltaNet
+        want = batch == 1 and (conv or shape in o_like or (shape == qkv_shape and qkv_early))
+        assert early == want, (rows, shape, conv, early)
+    assert stages and all(s == (5 if qkv_early else None) for s in stages), stages
     gdn_mixers = [m for m, *_ in eng.model.layers if isinstance(m, GatedDeltaNet)]
     assert gdn_mixers and all(m.rec_kw == {"state_early": True} for m in gdn_mixers)  # the kernel side: test_chain.py

@@ -81,38 +81,6 @@ def test_merge_is_the_default_up_to_four_splits(monkeypatch):
         assert len(launched) == combines, (splits, merge)
 
 
-def test_max_splits_switch_caps_the_heuristic_and_merges(monkeypatch, close):
-    """$MOELAB_ATTN_MAX_SPLITS caps the heuristic's splits (an A/B switch): at 4, a length that would take more splits
-    runs 4 merged by the split kernel (no combine launch), and the output is still the reference's."""
-    from moelab.kernels import attention as attn
-    grids = []
-
-    class Spy:
-        def __init__(self, fn):
-            self.fn = fn
-
-        def __getitem__(self, grid):
-            grids.append((self.fn, grid))
-            return self.fn[grid]
-
-    monkeypatch.setattr(attn, "_combine_kernel", Spy(attn._combine_kernel))
-    monkeypatch.setattr(attn, "_split_kernel", Spy(attn._split_kernel))
-    monkeypatch.setattr(attn, "sm_count", lambda dev: 132)  # the heuristic of an H100/H200 on any machine
-    q, k, v = _inputs(1, 1, 8, 2, 384, 32, torch.float32)
-    uncapped = attn.launch_params(1, 2, 384, 32, 132)[1]
-    assert uncapped > 4  # more than 4 splits, so a combine
-    for cap, splits, combines in ((None, uncapped, 1), ("4", 4, 0)):
-        if cap is None:
-            monkeypatch.delenv("MOELAB_ATTN_MAX_SPLITS", raising=False)
-        else:
-            monkeypatch.setenv("MOELAB_ATTN_MAX_SPLITS", cap)
-        grids.clear()
-        _run(q, k, v, [384], close)
-        split_grid = [g for fn, g in grids if fn is not attn._combine_kernel.fn][0]
-        assert split_grid[1] == splits, (cap, split_grid)
-        assert sum(fn is attn._combine_kernel.fn for fn, _ in grids) == combines, cap
-
-
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_long_shares_over_few_splits(dtype, close):
     # Many tiles a split, lengths that are no multiple of the tile or of the split count, with and without a window.
@@ -438,8 +406,8 @@ def test_compiles_for_sm90_kv_fused(sm90):
 
 
 def test_split_stages_fit_shared_memory():
-    """$MOELAB_ATTN_SPLIT_STAGES=5 compiled 133 KB at 64-key bf16 tiles and was refused at 128-key ones (270 KB > 227 KB,
-    session 36): the switch's stages come down to what fits, never to a launch the GPU refuses."""
+    """5 stages compiled 133 KB at 64-key bf16 tiles and were refused at 128-key ones (270 KB > 227 KB, session 36):
+    the stages asked for come down to what fits, never to a launch the GPU refuses."""
     from moelab.kernels.attention import split_stages
 
     assert split_stages(5, 64, 128, 2) == 5  # 64 × 128 bf16: what stage FT timed
@@ -447,3 +415,17 @@ def test_split_stages_fit_shared_memory():
     assert split_stages(3, 128, 128, 2) == 3  # the default, unchanged at every tile
     assert split_stages(3, 64, 256, 4) == 2  # fp32 at head_dim 256: 128 KB a pair
     assert split_stages(0, 64, 128, 2) == 1
+
+
+def test_early_release_stages_keep_one_program_an_sm():
+    """Where qkv releases the split as it starts, the split runs one program an SM: 5 stages of 64-key tiles when its
+    programs are no more than the SMs, 3 where 128-key tiles or more programs than SMs already spread them, and no
+    early release where neither holds. The points stage FV measured (H200, Qwen3-30B-A3B batch 1, 132 SMs)."""
+    from moelab.kernels.attention import early_release_stages, launch_params
+
+    assert launch_params(1, 4, 392, 128, 132) == (64, 7) and early_release_stages(1, 4, 392, 128, 2, 132) == 5
+    assert launch_params(1, 4, 4232, 128, 132) == (64, 66) and early_release_stages(1, 4, 4232, 128, 2, 132) == 3
+    assert launch_params(1, 4, 16136, 128, 132)[0] == 128 and early_release_stages(1, 4, 16136, 128, 2, 132) == 3
+    assert early_release_stages(1, 4, 2048, 128, 2, 132) == 5  # 128 programs: still one an SM at 5 stages
+    assert early_release_stages(1, 4, 392, 128, 4, 132) == 3  # fp32: 64 KB a tile pair, one an SM at 3 stages
+    assert early_release_stages(1, 8, 392, 64, 2, 132) is None  # head_dim 64: 5 stages still fit two an SM

@@ -30,6 +30,7 @@ from moelab.engine.cache import KVCache
 from moelab.engine.config import ATTENTION, LINEAR, EngineConfig
 from moelab.kernels import env_int
 from moelab.kernels.router import fused_router_max_t
+from moelab.ops.attention import qkv_release_stages
 from moelab.ops.linear import DENSE_MAX_T, dense_for
 
 # The post-attention norm inside the router's launch (`MoE.with_norm`) up to this many rows (and fused_router_max_t(E)).
@@ -96,28 +97,19 @@ class Attention:
         self.rmsnorm = ops.get("rmsnorm", impl)
         self.attn_gate = ops.get("attn_gate", impl)
         self.dense = dense_for(impl)
+        self.moelab = impl == "moelab"
 
     def full_norm(self, t: torch.Tensor, weight: torch.Tensor, which: str) -> torch.Tensor:
         """OLMoE's RMSNorm over all heads of q or k (`which`); tensor parallelism replaces it on the
         instance with a norm whose sum of squares spans every rank's heads (engine.tp)."""
         return self.rmsnorm(t, weight, self.cfg.rms_eps)
 
-    def _project(self, x: torch.Tensor):
+    def _project(self, x: torch.Tensor, release_early: bool = False):
         """q [T, Hq, D], k and v [T, Hk, D], gate [T, Hq, D] or None: the projection and what comes before the
         per-head norm and RoPE. With an output gate (Qwen3.5) q_proj's rows are [q | gate] per head."""
         cfg = self.cfg
         T, D = x.shape[0], cfg.head_dim
-        # [T, (Hq+2Hk)·D], q twice as wide with the gate. Released early, the attention split after it lost (H100:
-        # Qwen3-30B-A3B batch 1 2.85 → 2.90 ms a token in session 34, 2.83 → 2.89 in session 35). The trace (session
-        # 35, h100/trace-decode-…T163256 against …T163305) puts the loss in the split itself: its advance 9.3 → 11.1 µs
-        # a layer, the combine's 2.1 → 1.5, the experts' unchanged (33.5 / 33.1), so it is not the split's programs
-        # taking the experts' SM slots. Placement (session 36, stage FT, H100, the same tokens): with the split at 5
-        # stages (133 KB of shared memory, one program an SM) the early release gains a little, 2.832 → 2.823 ms and,
-        # in the reverse order over five rounds, 2.834 → 2.822 (h100/ab-chain-…T193238, …T193538); 5 stages alone
-        # lose (2.889), as the release alone does (2.894). Not yet the default: unmeasured on Qwen3.5 and the H200.
-        # $MOELAB_QKV_EARLY_RELEASE=1 turns it on (the split reads only earlier steps' cache rows and positions before
-        # its wait).
-        qkv = self.dense(x, self.qkv, self.qkv_bias, release_early=bool(env_int("MOELAB_QKV_EARLY_RELEASE", 0)))
+        qkv = self.dense(x, self.qkv, self.qkv_bias, release_early=release_early)  # [T, (Hq+2Hk)·D] (q ×2 with gate)
         qw = cfg.heads * D * (2 if cfg.attn_gate else 1)
         q, k, v = qkv.split([qw, cfg.kv_heads * D, cfg.kv_heads * D], dim=-1)
         if cfg.attn_gate:
@@ -155,14 +147,19 @@ class Attention:
 
     def decode(self, x: torch.Tensor, step: DecodeStep, cache: KVCache) -> torch.Tensor:
         cfg = self.cfg
-        q, k, v, gate = self._project(x)  # [B, H·, D]
+        # moelab at one row: qkv releases the attention split as it starts (the split reads only earlier steps' cache
+        # rows and positions before its wait), with the split's stages keeping one program an SM (H200, session 37,
+        # stage FV: Qwen3-30B-A3B batch 1 2.35 → 2.34 ms a token at context 392, 2.92 → 2.83 at 16k; Qwen3.5 2.18 →
+        # 2.16; the rule and its records: `kernels.attention.early_release_stages`).
+        stages = qkv_release_stages(x, cache.k[self.i]) if self.moelab else None
+        q, k, v, gate = self._project(x, release_early=stages is not None)  # [B, H·, D]
         # q/k norm (Qwen3) or none, RoPE, the KV append and attention: one op (under impl="moelab" the split
         # kernel does the prologue, so it has no launch of its own: −70 µs per token at batch 1, docs/worklog.md).
         head_norm = cfg.qk_norm == "head"
         out = self.decode_attention_kv(q, k, v, self.q_norm if head_norm else None, self.k_norm if head_norm else None,
                                        step.positions, cache.k[self.i], cache.v[self.i], eps=cfg.rms_eps,
                                        rope_theta=cfg.rope_theta, rotary_dim=cfg.rotary_dim, scale=self.scale,
-                                       offset=cfg.offset_norm)
+                                       offset=cfg.offset_norm, **({"num_stages": stages} if stages else {}))
         # The norm after o reads only its weight before its wait: o may release it as it starts (ops.linear.dense).
         return self.dense(self._gated(out.reshape(x.shape[0], -1), gate), self.o, self.o_bias, release_early=True)
 

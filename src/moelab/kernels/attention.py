@@ -358,12 +358,44 @@ def split_stages(want: int, block_n: int, block_d: int, elem: int) -> int:
     """The most pipeline stages up to `want` whose K and V tiles fit sm_90's 227 KB of shared memory, counting
     (stages − 0.75) K+V tile pairs a program. Compiled (Triton 3.6, sm_90, the engine's form): 133 KB at 5 stages of
     64 × 128 bf16 keys; at 128 × 128, 135 / 201 / 266 KB at 3 / 4 / 5 stages. The GPU refused 5 stages of 128-key
-    tiles (session 36, the long-context GPU test under $MOELAB_ATTN_SPLIT_STAGES=5)."""
+    tiles (session 36, the long-context GPU test with 5 stages everywhere)."""
     pair = 2 * block_n * block_d * elem
     stages = max(1, want)
     while stages > 1 and (stages - 0.75) * pair > _SM90_SHARED_BYTES:
         stages -= 1
     return stages
+
+
+_SM90_SM_SHARED_BYTES = 233472  # the shared memory of one sm_90 SM, all its programs together (228 KB)
+
+
+def early_release_stages(b: int, hk: int, s_hint: int, d: int, elem: int, sms: int) -> int | None:
+    """The split kernel's pipeline stages when the qkv projection before it releases it as qkv starts (PDL), or None
+    where qkv should not: B sequences of Hk KV heads, the cache `s_hint` long, head_dim d, `elem` bytes an element.
+
+    Released early, the split's programs are placed on the SMs qkv's programs leave first. At 3 stages of 64-key tiles
+    two fit an SM (67.6 KB of shared memory, 242 registers), so a few programs pile two to an SM while other SMs idle:
+    the release alone lost 2.2 % at Qwen3-30B-A3B batch 1, context 392 (28 programs; H100, session 36, stage FT).
+    The rule keeps one program an SM:
+      * at 5 stages a 64-key program holds 133 KB, one an SM: with the release, 2.832 → 2.823 ms a token there (H100,
+        FT), and on the H200 2.35 → 2.34, Qwen3.5-35B-A3B 2.18 → 2.16 (session 37, stage FV) — when the programs are
+        no more than the SMs;
+      * 128-key tiles (long contexts) hold 135 KB at 3 stages, one an SM already: the release alone gained 3.1 % at
+        context 16k (2.92 → 2.83 ms; 4 stages 2.86, the split alone 13.8 → 14.2 µs), H200, FV;
+      * more programs than SMs fill every SM anyway: at context 4k (264 programs) the release alone 2.62 → 2.60 ms, a
+        tie, where 5 stages (two waves) lost 6 %, H200, FV.
+    None where neither holds (e.g. head_dim 64: 5 stages of its tiles still fit two an SM; unmeasured)."""
+    block_n, splits = launch_params(b, hk, s_hint, d, sms)
+    pair = 2 * block_n * max(16, next_pow2(d)) * elem  # a K and a V tile
+
+    def one_an_sm(stages: int) -> bool:
+        return 2 * (stages - 0.75) * pair > _SM90_SM_SHARED_BYTES
+
+    if one_an_sm(3) or b * hk * splits > sms:
+        return 3
+    if one_an_sm(5) and split_stages(5, block_n, max(16, next_pow2(d)), elem) == 5:
+        return 5
+    return None
 
 
 def launch_params(b: int, hk: int, s_hint: int, d: int, sms: int) -> tuple[int, int]:
@@ -472,11 +504,9 @@ def decode_attention(
     block_n = block_n or auto_block_n
     if block_n < 16 or block_n & (block_n - 1):
         raise ValueError(f"decode_attention: block_n must be a power of two >= 16, not {block_n}")
-    # $MOELAB_ATTN_MAX_SPLITS (A/B, session 35, default no cap) caps the heuristic's splits: at 4 or fewer the split
-    # kernel merges them itself (MERGE) and the combine launch goes. Batch 1 at the decode bench's context takes 6
-    # splits and the combine; the last-arriver merge of 7 lost there in session 17 (2.41 -> 2.45 ms), and of 4 in
-    # session 36 (H100, 2.832 -> 2.941 ms, h100/ab-chain-…T193238).
-    auto_splits = min(auto_splits, env_int("MOELAB_ATTN_MAX_SPLITS", _MAX_SPLITS))
+    # Batch 1 at the decode bench's context takes 6 splits and the combine. Capped so that the split kernel merges
+    # them itself (MERGE, no combine launch), the last-arriver merge of 7 lost there in session 17 (2.41 -> 2.45 ms),
+    # and of 4 in session 36 (H100, 2.832 -> 2.941 ms, h100/ab-chain-…T193238).
     splits = max(1, min(num_splits or auto_splits, _MAX_SPLITS))
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     g = hq // hk
@@ -532,12 +562,11 @@ def decode_attention(
         # 4 warps, 3 stages: in the graph-replayed step 8 warps lost (batch 8 7.71 → 7.85 ms, before batch 8 joined
         # the PDL chain; batch 1 2.40 → 2.50) and 2 stages tied (7.70); the 32-key tiles at batch 8, in the chain,
         # tied (7.74 against 7.75): session 10, ab-chain-…T020023 / …T020056 / …T021459.
-        # $MOELAB_ATTN_SPLIT_STAGES (A/B, session 35): the stages also set the shared memory a program holds, 67.6 KB at
-        # 3 (two programs an SM, by registers), 133 KB at 5 (one an SM). Session 36 (stage FT): with qkv's early
-        # release 5 stages gained 0.3-0.4 % at Qwen3-30B-A3B batch 1, alone they lost 2 % (engine/model.py).
+        # The stages also set the shared memory a program holds, 67.6 KB at 3 (two programs an SM, by registers), 133
+        # KB at 5 (one an SM): the engine asks for 5 where qkv releases the split early (`early_release_stages`); 5
+        # alone lost 2 % at Qwen3-30B-A3B batch 1 (H100, session 36, stage FT).
         num_warps=num_warps or 4,
-        num_stages=num_stages or split_stages(env_int("MOELAB_ATTN_SPLIT_STAGES", 3), block_n, block_d,
-                                              k_cache.element_size()),
+        num_stages=num_stages or 3,
         **launch,
     )
     if not final and not merge:
@@ -574,6 +603,7 @@ def decode_attention_kv(
     max_seq_len: int | None = None,
     num_splits: int | None = None,
     block_n: int | None = None,
+    num_stages: int | None = None,
     merge: bool | None = None,
 ) -> torch.Tensor:
     """A decode step's attention from the raw projection: `qk_norm_rope_kv` then `decode_attention`, in the split
@@ -610,6 +640,7 @@ def decode_attention_kv(
         k = k.contiguous()
     inv_freq = _inv_freq(rope_theta, max(rotary_dim, 2), q.device)
     return decode_attention(q, k_cache, v_cache, positions, scale=scale, sinks=sinks, window=window, out=out,
-                            max_seq_len=max_seq_len, num_splits=num_splits, block_n=block_n, merge=merge,
+                            max_seq_len=max_seq_len, num_splits=num_splits, block_n=block_n,
+                            num_stages=num_stages, merge=merge,
                             _new_kv=(k, v, q_weight, k_weight, inv_freq, rotary_dim // 2, eps, norm, bool(offset),
                                      fresh))

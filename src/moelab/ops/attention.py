@@ -21,8 +21,11 @@ import torch
 from moelab import ops
 from moelab.kernels.attention import decode_attention as _decode_attention_kernel
 from moelab.kernels.attention import decode_attention_kv as _decode_attention_kv_kernel
+from moelab.kernels.attention import early_release_stages, sm_count
 from moelab.kernels.gate import attn_gate as _attn_gate_kernel
+from moelab.kernels import env_int
 from moelab.kernels.rope import check_kv_args
+from moelab.ops.linear import releases_early
 
 
 def decode_attention_reference(
@@ -116,6 +119,18 @@ ops.register(
     doc="Decode: q/k RMSNorm (optional) + RoPE + the KV append + flash-decoding attention, in the split kernel's "
     "launch (and the combine's).",
 )
+
+
+def qkv_release_stages(x: torch.Tensor, k_cache: torch.Tensor) -> int | None:
+    """moelab's decode step (the engine's and `moelab profile`'s chained step): the attention split's pipeline stages
+    when the qkv projection of x [B, H] releases it as qkv starts, or None where qkv does not release it early. The
+    rows rule is the other projections' (`ops.linear.releases_early`: one row), the placement rule the split's own
+    (`kernels.attention.early_release_stages`, at the cache's length, k_cache [B, Hk, S_max, D]).
+    $MOELAB_QKV_EARLY_RELEASE=0 (an A/B switch, read at each call) turns it off."""
+    if not releases_early(x, bool(env_int("MOELAB_QKV_EARLY_RELEASE", 1))):
+        return None
+    b, hk, s_max, d = k_cache.shape
+    return early_release_stages(b, hk, s_max, d, k_cache.element_size(), sm_count(k_cache.device))
 
 
 def attn_gate_reference(out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:

@@ -38,7 +38,7 @@ def linear_conv_reference(x: torch.Tensor, weight: torch.Tensor, state: torch.Te
 def _linear_conv_kernel(x, weight, state, w, *, release_early=False):
     """moelab's: the decode kernel with the conv in its epilogue, PDL-launched on Hopper (as `dense`, `release_early`
     too)."""
-    return _linear_kernel(x, weight, use_pdl=pdl_supported(x.device), release_early=_early(x, release_early),
+    return _linear_kernel(x, weight, use_pdl=pdl_supported(x.device), release_early=releases_early(x, release_early),
                           conv=(state, w))
 
 
@@ -68,12 +68,14 @@ DENSE_MAX_T = 16
 # batch 8 every projection 9.73 → 9.79 (h100/ab-chain-…T1404*-T1416*). Above one row, this rule at 8 rows (session 35,
 # H100, three rounds, the same tokens): Qwen3.5 batch 2 3.594 → 3.581 (−0.4 %, h100/ab-chain-…T163115), batch 8 8.350
 # both (…T163530); Qwen3-30B-A3B batch 8 10.09 → 10.20 (+1.1 %, …T163717), and at 2 rows its batch 2 4.164 → 4.181
-# (+0.4 %, session 36, …T193339). So one row.
+# (+0.4 %, session 36, …T193339). So one row. (qkv releases too where the attention split's placement allows it:
+# `ops.attention.qkv_release_stages`, session 37.)
 # $MOELAB_EARLY_RELEASE_MAX_T overrides it (0: never).
 EARLY_RELEASE_MAX_T = 1
 
 
-def _early(x: torch.Tensor, release_early: bool) -> bool:
+def releases_early(x: torch.Tensor, release_early: bool) -> bool:
+    """Whether moelab's `dense` of x, asked to `release_early`, releases the next kernel as it starts (by rows)."""
     return bool(release_early) and x.shape[0] <= env_int("MOELAB_EARLY_RELEASE_MAX_T", EARLY_RELEASE_MAX_T)
 
 
@@ -86,7 +88,7 @@ def dense(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = Non
     be released as this one starts (up to EARLY_RELEASE_MAX_T rows)."""
     if x.dim() == 2 and x.shape[0] <= DENSE_MAX_T:
         return _linear_kernel(x, weight, bias, use_pdl=pdl_supported(x.device),
-                              release_early=_early(x, release_early))
+                              release_early=releases_early(x, release_early))
     return F.linear(x, weight, bias)
 
 

@@ -37,6 +37,7 @@ from moelab.errors import UserError
 from moelab.kernels.router import fused_router_max_t
 from moelab.models import ModelSpec
 from moelab.models.graph import Op
+from moelab.ops.attention import qkv_release_stages
 from moelab.ops.linear import dense_for
 
 IMPLS = ("eager", "compile", "moelab")
@@ -208,17 +209,23 @@ class LayerFns:
             return sdpa_decode(q, k_cache, v_cache, seq_lens, scale, self.d.window)
         return self._attn(q, k_cache, v_cache, seq_lens, scale=scale, window=self.d.window)
 
-    def attention_kv(self, q, k, v, qw, kw, positions, k_cache, v_cache):
+    def qkv_release(self, x, k_cache):
+        """The split's stages where moelab's qkv projection releases it as qkv starts, as the engine (None: no early
+        release; always None for eager)."""
+        return qkv_release_stages(x, k_cache) if self.impl == "moelab" else None
+
+    def attention_kv(self, q, k, v, qw, kw, positions, k_cache, v_cache, num_stages=None):
         """The engine's decode attention from the raw projection: the q/k prologue, the KV append at `positions`
-        and attention over positions 0 .. positions[b] (moelab: all in the split kernel, `decode_attention_kv`;
-        eager: `qk_prologue`, then SDPA over the cache)."""
+        and attention over positions 0 .. positions[b] (moelab: all in the split kernel, `decode_attention_kv`, at
+        `num_stages` or its default; eager: `qk_prologue`, then SDPA over the cache)."""
         d = self.d
         if self.impl == "eager":
             q = self.qk_prologue(q, k, v, qw, kw, positions, k_cache, v_cache)
             return self.attention(q, k_cache, v_cache, positions + 1)
         q, k, qw, kw = self._full_norm(q, k, qw, kw)
         return self._attn_kv(q, k, v, qw, kw, positions, k_cache, v_cache, eps=d.eps, rope_theta=d.theta,
-                             rotary_dim=d.rot, offset=d.offset, scale=d.hd ** -0.5, window=d.window)
+                             rotary_dim=d.rot, offset=d.offset, scale=d.hd ** -0.5, window=d.window,
+                             num_stages=num_stages)
 
     def norm_router(self, h, residual, norm_weight, weight):
         """moelab only: the post-attention norm and the router in one launch, as the engine runs them up to

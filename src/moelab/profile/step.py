@@ -119,14 +119,16 @@ class ChainedStep:
 
     def _attention(self, x: torch.Tensor, w: dict) -> torch.Tensor:
         d, f = self.d, self.f
-        qkv = self.f.dense(x, w["qkv"])  # [B, q_out + 2·Hk·D]
+        stages = f.qkv_release(x, w["k_cache"])  # as the engine: qkv releases the split early (moelab, one row)
+        qkv = self.f.dense(x, w["qkv"], release_early=stages is not None)  # [B, q_out + 2·Hk·D]
         q, k, v = qkv.split([d.q_out, d.nkv * d.hd, d.nkv * d.hd], dim=-1)
         gate = None
         if d.gate:  # Qwen3-Next: per head [q | gate]
             q, gate = q.reshape(d.B, d.nq, 2 * d.hd).chunk(2, dim=-1)  # gate [B, nq, hd], a view
         q = q.reshape(d.B, d.nq, d.hd)
         k, v = k.reshape(d.B, d.nkv, d.hd), v.reshape(d.B, d.nkv, d.hd)
-        out = f.attention_kv(q, k, v, w["q_norm"], w["k_norm"], self.positions, w["k_cache"], w["v_cache"])
+        out = f.attention_kv(q, k, v, w["q_norm"], w["k_norm"], self.positions, w["k_cache"], w["v_cache"],
+                             num_stages=stages)
         out = out.reshape(d.B, -1)
         if gate is not None:
             out = f.attn_gate(out, gate)
