@@ -1510,6 +1510,7 @@ case "${1:?stage A to G}" in
     # Qwen3-30B-A3B's two agreed (2.35 both): a second record says whether that gap repeats.
     run decode-30b 70 python benchmarks/bench_decode.py --batch 1 --rows moelab
     run decode-qwen35 70 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
+    run probe-35 120 python benchmarks/probe_round1.py --pause 5
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
