@@ -1501,15 +1501,15 @@ case "${1:?stage A to G}" in
       # (Qwen3-30B-A3B, Qwen3.5), 2k (128 programs: 5 stages, one an SM) -0..-1 %, 3k (192 programs: 3 stages, the
       # release alone, never measured between 132 and 264 programs) a tie or a loss, 16k -3 %.
     run gpu-tests 200 python -m pytest tests/kernels/test_attention.py tests/engine/test_generate.py -q -p no:cacheprovider --tb=short -rf
+    run ab-30-3k 90 python benchmarks/ab_chain.py --batch 1 --prompt-len 2936 --new-tokens 128 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
+    run ab-30-2k 90 python benchmarks/ab_chain.py --batch 1 --prompt-len 1912 --new-tokens 128 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
     run ab-30-b1 110 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
     run ab-35-b1 120 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
-    run ab-30-2k 90 python benchmarks/ab_chain.py --batch 1 --prompt-len 1912 --new-tokens 128 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
-    run ab-30-3k 90 python benchmarks/ab_chain.py --batch 1 --prompt-len 2936 --new-tokens 128 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
-    run ab-30-16k 100 python benchmarks/ab_chain.py --batch 1 --prompt-len 16000 --new-tokens 128 --rounds 2 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
     # The batch-1 records with the rule. FR's Qwen3.5 record (2.26 ms) sat 3.7 % above its A/B's base (2.18), where
     # Qwen3-30B-A3B's two agreed (2.35 both): a second record says whether that gap repeats.
     run decode-30b 70 python benchmarks/bench_decode.py --batch 1 --rows moelab
     run decode-qwen35 70 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
+    run ab-30-16k 100 python benchmarks/ab_chain.py --batch 1 --prompt-len 16000 --new-tokens 128 --rounds 2 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
     run probe-35 120 python benchmarks/probe_round1.py --pause 5
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
