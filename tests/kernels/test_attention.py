@@ -372,6 +372,10 @@ def test_gpu_bf16_kv_fused(pos, close):
     _run_kv(inp, pos, close)
     inp = _kv_inputs(2, 32, 4, max(pos) + 1, 128, torch.bfloat16, seed=1)
     _run_kv(inp, pos, close, num_splits=1)
+    # The deepest pipelines the engine hands the split (`early_release_stages`): 5 stages of 64-key tiles at 1k, and
+    # 4 of 128-key tiles (5 do not fit) at the long lengths.
+    inp = _kv_inputs(2, 32, 4, max(pos) + 1, 128, torch.bfloat16, seed=2)
+    _run_kv(inp, pos, close, num_stages=5 if max(pos) < 2048 else 4)
 
 
 def test_gpu_kv_fused_graph_replay_as_the_sequence_grows(close):
