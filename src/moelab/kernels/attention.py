@@ -504,9 +504,9 @@ def decode_attention(
     block_n = block_n or auto_block_n
     if block_n < 16 or block_n & (block_n - 1):
         raise ValueError(f"decode_attention: block_n must be a power of two >= 16, not {block_n}")
-    # Batch 1 at the decode bench's context takes 6 splits and the combine. Capped so that the split kernel merges
-    # them itself (MERGE, no combine launch), the last-arriver merge of 7 lost there in session 17 (2.41 -> 2.45 ms),
-    # and of 4 in session 36 (H100, 2.832 -> 2.941 ms, h100/ab-chain-…T193238).
+    # Batch 1 at the decode bench's context takes 6-7 splits and the combine. Capping them so that the split kernel
+    # merges them itself (MERGE, no combine launch) lost there: 7 merged in session 17 (2.41 -> 2.45 ms), 4 in session
+    # 36 (H100, 2.832 -> 2.941 ms, h100/ab-chain-…T193238).
     splits = max(1, min(num_splits or auto_splits, _MAX_SPLITS))
     scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
     g = hq // hk

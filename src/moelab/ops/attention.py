@@ -19,11 +19,11 @@ import math
 import torch
 
 from moelab import ops
+from moelab.kernels import env_int
 from moelab.kernels.attention import decode_attention as _decode_attention_kernel
 from moelab.kernels.attention import decode_attention_kv as _decode_attention_kv_kernel
 from moelab.kernels.attention import early_release_stages, sm_count
 from moelab.kernels.gate import attn_gate as _attn_gate_kernel
-from moelab.kernels import env_int
 from moelab.kernels.rope import check_kv_args
 from moelab.ops.linear import releases_early
 
