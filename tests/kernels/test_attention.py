@@ -372,10 +372,9 @@ def test_gpu_bf16_kv_fused(pos, close):
     _run_kv(inp, pos, close)
     inp = _kv_inputs(2, 32, 4, max(pos) + 1, 128, torch.bfloat16, seed=1)
     _run_kv(inp, pos, close, num_splits=1)
-    # The deepest pipelines the engine hands the split (`early_release_stages`): 5 stages of 64-key tiles at 1k, and
-    # 4 of 128-key tiles (5 do not fit) at the long lengths.
+    # The deepest pipeline the engine hands the split (`early_release_stages`): 5 stages of 64-key tiles.
     inp = _kv_inputs(2, 32, 4, max(pos) + 1, 128, torch.bfloat16, seed=2)
-    _run_kv(inp, pos, close, num_stages=5 if max(pos) < 2048 else 4)
+    _run_kv(inp, pos, close, num_stages=5, block_n=64)
 
 
 def test_gpu_kv_fused_graph_replay_as_the_sequence_grows(close):
@@ -407,18 +406,6 @@ def test_compiles_for_sm90_kv_fused(sm90):
     ptx = _ptx(sm90, "attention_split_kv")
     assert "griddepcontrol.wait" in ptx and "mma.sync" in ptx and "__nv_cosf" in ptx
     assert ptx.index("ld.global") < ptx.index("griddepcontrol.wait")  # the first tile is requested before the wait
-
-
-def test_split_stages_fit_shared_memory():
-    """5 stages compiled 133 KB at 64-key bf16 tiles and were refused at 128-key ones (270 KB > 227 KB, session 36):
-    the stages asked for come down to what fits, never to a launch the GPU refuses."""
-    from moelab.kernels.attention import split_stages
-
-    assert split_stages(5, 64, 128, 2) == 5  # 64 × 128 bf16: what stage FT timed
-    assert split_stages(5, 128, 128, 2) == 4  # counted (4 − 0.75) × 64 KB = 208 KB; compiled 201 KB
-    assert split_stages(3, 128, 128, 2) == 3  # the default, unchanged at every tile
-    assert split_stages(3, 64, 256, 4) == 2  # fp32 at head_dim 256: 128 KB a pair
-    assert split_stages(0, 64, 128, 2) == 1
 
 
 def test_early_release_stages_keep_one_program_an_sm():

@@ -351,21 +351,6 @@ def sm_count(device: torch.device) -> int:
     return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
 
 
-_SM90_SHARED_BYTES = 232448  # the shared memory a program may opt into on sm_90 (Triton's "Hardware limit" there)
-
-
-def split_stages(want: int, block_n: int, block_d: int, elem: int) -> int:
-    """The most pipeline stages up to `want` whose K and V tiles fit sm_90's 227 KB of shared memory, counting
-    (stages − 0.75) K+V tile pairs a program. Compiled (Triton 3.6, sm_90, the engine's form): 133 KB at 5 stages of
-    64 × 128 bf16 keys; at 128 × 128, 135 / 201 / 266 KB at 3 / 4 / 5 stages. The GPU refused 5 stages of 128-key
-    tiles (session 36, the long-context GPU test with 5 stages everywhere)."""
-    pair = 2 * block_n * block_d * elem
-    stages = max(1, want)
-    while stages > 1 and (stages - 0.75) * pair > _SM90_SHARED_BYTES:
-        stages -= 1
-    return stages
-
-
 _SM90_SM_SHARED_BYTES = 233472  # the shared memory of one sm_90 SM, all its programs together (228 KB)
 
 
@@ -384,7 +369,11 @@ def early_release_stages(b: int, hk: int, s_hint: int, d: int, elem: int, sms: i
         context 16k (2.92 → 2.83 ms; 4 stages 2.86, the split alone 13.8 → 14.2 µs), H200, FV;
       * more programs than SMs fill every SM anyway: at context 4k (264 programs) the release alone 2.62 → 2.60 ms, a
         tie, where 5 stages (two waves) lost 6 %, H200, FV.
-    None where neither holds (e.g. head_dim 64: 5 stages of its tiles still fit two an SM; unmeasured)."""
+    None where neither holds (e.g. head_dim 64: 5 stages of its tiles still fit two an SM; unmeasured).
+
+    A program holds (stages − 0.75) K+V tile pairs of shared memory (compiled, Triton 3.6, sm_90, the engine's form:
+    133 KB at 5 stages of 64 × 128 bf16 keys; 135 / 201 / 266 KB at 3 / 4 / 5 stages of 128 × 128, where the GPU
+    refused 5: session 36). Where 3 stages fit two an SM, 5 stages fit one (4.25 pairs < 227 KB), so 5 never fails."""
     block_n, splits = launch_params(b, hk, s_hint, d, sms)
     pair = 2 * block_n * max(16, next_pow2(d)) * elem  # a K and a V tile
 
@@ -393,9 +382,7 @@ def early_release_stages(b: int, hk: int, s_hint: int, d: int, elem: int, sms: i
 
     if one_an_sm(3) or b * hk * splits > sms:
         return 3
-    if one_an_sm(5) and split_stages(5, block_n, max(16, next_pow2(d)), elem) == 5:
-        return 5
-    return None
+    return 5 if one_an_sm(5) else None
 
 
 def launch_params(b: int, hk: int, s_hint: int, d: int, sms: int) -> tuple[int, int]:
