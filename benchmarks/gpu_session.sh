@@ -1512,6 +1512,11 @@ case "${1:?stage A to G}" in
     run ab-30-16k 100 python benchmarks/ab_chain.py --batch 1 --prompt-len 16000 --new-tokens 128 --rounds 2 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
     run probe-35 120 python benchmarks/probe_round1.py --pause 5
     ;;
+  FX) # session 38: issue 3's shard line as the issue states it (E=256, H=2048, I=128, k=8, no shared expert). The
+      # README's row for that shape is session 1's record (15.9 µs); every later shard record carried Qwen3.5's shared
+      # expert (12.0 µs at 14.2 MB). Predicted ~10.5-11.5 µs at T=1 (the pair kernel without its shared slot, 12.6 MB).
+    run bench-shard 150 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4,8,16 --samples 10 --save
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -294,9 +294,11 @@ def test_stream_read_rejects_bad_input():
                            out=torch.empty(3, dtype=torch.int32, device=DEV))
 
 
-def test_empty_kernel_launches():
+def test_empty_kernel_launches_and_touches_nothing():
     stream = _stream()
-    stream.launch_empty(torch.zeros(1, device=DEV))
+    x = torch.full((4,), 7.0, device=DEV)
+    stream.launch_empty(x)
+    assert x.tolist() == [7.0] * 4  # the launch-cost probe must not write what it is handed
 
 
 def test_probe_matmul_keeps_the_best_round_and_every_rounds_rate(monkeypatch):
