@@ -1512,6 +1512,15 @@ case "${1:?stage A to G}" in
     run ab-30-16k 100 python benchmarks/ab_chain.py --batch 1 --prompt-len 16000 --new-tokens 128 --rounds 2 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
     run probe-35 120 python benchmarks/probe_round1.py --pause 5
     ;;
+  FY) # session 38: FW cut to what fits ~7 minutes of device time (after ~20 minutes of refused starts): the GPU tests,
+      # the one unmeasured context class (3k: 192 programs, the release alone at 3 stages), Qwen3.5 at 392, then the
+      # batch-1 records.
+    run gpu-tests 120 python -m pytest tests/kernels/test_attention.py tests/engine/test_generate.py -k "gpu or early_release or graph" -q -p no:cacheprovider --tb=short -rf
+    run ab-30-3k 90 python benchmarks/ab_chain.py --batch 1 --prompt-len 2936 --new-tokens 128 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
+    run ab-35-b1 100 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 2 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
+    run decode-qwen35 70 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
+    run decode-30b 70 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    ;;
   FX) # session 38: issue 3's shard line as the issue states it (E=256, H=2048, I=128, k=8, no shared expert). The
       # README's row for that shape is session 1's record (15.9 µs); every later shard record carried Qwen3.5's shared
       # expert (12.0 µs at 14.2 MB). Predicted ~10.5-11.5 µs at T=1 (the pair kernel without its shared slot, 12.6 MB).
