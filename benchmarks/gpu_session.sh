@@ -35,6 +35,8 @@
 # Session 37: FR and FV ran on an H200; qkv's early release with the split's stages is the default at one row
 # (`early_release_stages`), so MOELAB_ATTN_SPLIT_STAGES (FT's s5, FV's q5) and MOELAB_ATTN_MAX_SPLITS (FT's m4, lost)
 # are gone.
+# Session 38: no machine came; FY (FW cut to ~6 minutes) and FX (the shard without its shared expert) are prepared. FW
+# writes 9 JSON files plus the log, one more than the device returns: pack them (`tar czf records.tgz *.json` in $OUT).
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log
