@@ -37,6 +37,7 @@
 # are gone.
 # Session 38: no machine came; FY (FW cut to ~6 minutes) and FX (the shard without its shared expert) are prepared. FW
 # writes 9 JSON files plus the log, one more than the device returns: pack them (`tar czf records.tgz *.json` in $OUT).
+# Session 39: FZ is the rest of FW after FY (2k, 392 for Qwen3-30B-A3B, 16k, probe_round1), for a second call.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log
@@ -1527,6 +1528,13 @@ case "${1:?stage A to G}" in
       # README's row for that shape is session 1's record (15.9 µs); every later shard record carried Qwen3.5's shared
       # expert (12.0 µs at 14.2 MB). Predicted ~10.5-11.5 µs at T=1 (the pair kernel without its shared slot, 12.6 MB).
     run bench-shard 150 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4,8,16 --samples 10 --save
+    ;;
+  FZ) # session 39: the rest of FW after FY (~6 min): context 2k (128 programs: 5 stages, one an SM), Qwen3-30B-A3B
+      # at 392, 16k, and probe_round1 on Qwen3.5 (whether its record gap is the re-capture effect).
+    run ab-30-2k 90 python benchmarks/ab_chain.py --batch 1 --prompt-len 1912 --new-tokens 128 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
+    run ab-30-b1 110 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
+    run ab-30-16k 100 python benchmarks/ab_chain.py --batch 1 --prompt-len 16000 --new-tokens 128 --rounds 2 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
+    run probe-35 120 python benchmarks/probe_round1.py --pause 5
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
