@@ -1536,10 +1536,11 @@ case "${1:?stage A to G}" in
     run ab-30-16k 100 python benchmarks/ab_chain.py --batch 1 --prompt-len 16000 --new-tokens 128 --rounds 2 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
     run probe-35 120 python benchmarks/probe_round1.py --pause 5
     ;;
-  GA) # session 39 (~4 min, for a short budget): FY's GPU tests and its 3k A/B (two rounds), then FX's shard record.
+  GA) # session 39 (~4 min, for a short budget): FY's GPU tests and its 3k A/B (two rounds), then FX's shard record (its
+      # first step to need the ceilings: ~1 minute more to measure them).
     run gpu-tests 120 python -m pytest tests/kernels/test_attention.py tests/engine/test_generate.py -k "gpu or early_release or graph" -q -p no:cacheprovider --tb=short -rf
     run ab-30-3k 80 python benchmarks/ab_chain.py --batch 1 --prompt-len 2936 --new-tokens 128 --rounds 2 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
-    run bench-shard 150 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4,8,16 --samples 10 --save
+    run bench-shard 210 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4,8,16 --samples 10 --save
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
