@@ -1542,6 +1542,11 @@ case "${1:?stage A to G}" in
     run ab-30-3k 80 python benchmarks/ab_chain.py --batch 1 --prompt-len 2936 --new-tokens 128 --rounds 2 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
     run bench-shard 210 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4,8,16 --samples 10 --save
     ;;
+  GB) # session 39: the rest of FY after GA: Qwen3.5's A/B at 392 and both batch-1 records.
+    run ab-35-b1 100 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 2 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
+    run decode-qwen35 70 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
+    run decode-30b 70 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
