@@ -37,7 +37,10 @@
 # are gone.
 # Session 38: no machine came; FY (FW cut to ~6 minutes) and FX (the shard without its shared expert) are prepared. FW
 # writes 9 JSON files plus the log, one more than the device returns: pack them (`tar czf records.tgz *.json` in $OUT).
-# Session 39: FZ is the rest of FW after FY (2k, 392 for Qwen3-30B-A3B, 16k, probe_round1), for a second call.
+# Session 39: no machine came either. FW, FY and FX never ran and are gone: their steps are GA (the GPU tests, the 3k
+# A/B, the shard without its shared expert), GB (Qwen3.5's A/B, both batch-1 records) and FZ (2k, 392, 16k, the
+# probe), in the order of what is unmeasured, so a late start still gets the first. GA then GB is ~9 minutes and
+# returns 5 records; with FZ too, 9: pack them as above.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 MOELAB_RESULTS_DIR=${OUT:?set OUT} COLUMNS=200
 LOG=$OUT/session.log
@@ -1499,50 +1502,24 @@ case "${1:?stage A to G}" in
     run ab-30-16k 150 python benchmarks/ab_chain.py --batch 1 --prompt-len 16000 --new-tokens 128 --rounds 2 --variants base,q=MOELAB_QKV_EARLY_RELEASE,q5=MOELAB_QKV_EARLY_RELEASE+MOELAB_ATTN_SPLIT_STAGES:5
     run attn-stages 100 python benchmarks/bench_attention.py --shapes 1x1024,1x4096,1x16384 --no-compile --sweep --warps 4 --stages 3,4 --samples 15
     ;;
-  FW) # session 37 (any Hopper, ~5 min): the rule FV led to, as the default (`early_release_stages`), against
-      # MOELAB_QKV_EARLY_RELEASE=0 (the old default), with its GPU tests. Predicted (H200): context 392 -0.1..-0.7 %
-      # (Qwen3-30B-A3B, Qwen3.5), 2k (128 programs: 5 stages, one an SM) -0..-1 %, 3k (192 programs: 3 stages, the
-      # release alone, never measured between 132 and 264 programs) a tie or a loss, 16k -3 %.
-    run gpu-tests 120 python -m pytest tests/kernels/test_attention.py tests/engine/test_generate.py -k "gpu or early_release or graph" -q -p no:cacheprovider --tb=short -rf
-    run ab-30-3k 90 python benchmarks/ab_chain.py --batch 1 --prompt-len 2936 --new-tokens 128 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
-    run ab-30-2k 90 python benchmarks/ab_chain.py --batch 1 --prompt-len 1912 --new-tokens 128 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
-    run ab-30-b1 110 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
-    run ab-35-b1 120 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
-    # The batch-1 records with the rule. FR's Qwen3.5 record (2.26 ms) sat 3.7 % above its A/B's base (2.18), where
-    # Qwen3-30B-A3B's two agreed (2.35 both): a second record says whether that gap repeats.
-    run decode-30b 70 python benchmarks/bench_decode.py --batch 1 --rows moelab
-    run decode-qwen35 70 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
-    run ab-30-16k 100 python benchmarks/ab_chain.py --batch 1 --prompt-len 16000 --new-tokens 128 --rounds 2 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
-    run probe-35 120 python benchmarks/probe_round1.py --pause 5
-    ;;
-  FY) # session 38: FW cut to what fits ~7 minutes of device time (after ~20 minutes of refused starts): the GPU tests,
-      # the one unmeasured context class (3k: 192 programs, the release alone at 3 stages), Qwen3.5 at 392, then the
-      # batch-1 records.
-    run gpu-tests 120 python -m pytest tests/kernels/test_attention.py tests/engine/test_generate.py -k "gpu or early_release or graph" -q -p no:cacheprovider --tb=short -rf
-    run ab-30-3k 90 python benchmarks/ab_chain.py --batch 1 --prompt-len 2936 --new-tokens 128 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
-    run ab-35-b1 100 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 2 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
-    run decode-qwen35 70 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
-    run decode-30b 70 python benchmarks/bench_decode.py --batch 1 --rows moelab
-    ;;
-  FX) # session 38: issue 3's shard line as the issue states it (E=256, H=2048, I=128, k=8, no shared expert). The
-      # README's row for that shape is session 1's record (15.9 µs); every later shard record carried Qwen3.5's shared
-      # expert (12.0 µs at 14.2 MB). Predicted ~10.5-11.5 µs at T=1 (the pair kernel without its shared slot, 12.6 MB).
-    run bench-shard 150 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4,8,16 --samples 10 --save
-    ;;
-  FZ) # session 39: the rest of FW after FY (~6 min): context 2k (128 programs: 5 stages, one an SM), Qwen3-30B-A3B
+  FZ) # session 39, after GA and GB (~6 min): context 2k (128 programs: 5 stages, one an SM), Qwen3-30B-A3B
       # at 392, 16k, and probe_round1 on Qwen3.5 (whether its record gap is the re-capture effect).
     run ab-30-2k 90 python benchmarks/ab_chain.py --batch 1 --prompt-len 1912 --new-tokens 128 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
     run ab-30-b1 110 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
     run ab-30-16k 100 python benchmarks/ab_chain.py --batch 1 --prompt-len 16000 --new-tokens 128 --rounds 2 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
     run probe-35 120 python benchmarks/probe_round1.py --pause 5
     ;;
-  GA) # session 39 (~4 min, for a short budget): FY's GPU tests and its 3k A/B (two rounds), then FX's shard record (its
-      # first step to need the ceilings: ~1 minute more to measure them).
+  GA) # session 39 (~5 min): the committed default's GPU tests (qkv's early release with `early_release_stages`); the
+      # one context class never measured (3k: 192 programs, the release alone at 3 stages; predicted a tie or a gain);
+      # issue 3's shard line as the issue states it (E=256, H=2048, I=128, k=8, no shared expert: predicted
+      # 10.5-11.5 µs at T=1; every record since session 1's 15.9 µs carried the shared expert, 12.0 µs). The shard
+      # is the call's first step to need the ceilings (~1 minute more to measure them).
     run gpu-tests 120 python -m pytest tests/kernels/test_attention.py tests/engine/test_generate.py -k "gpu or early_release or graph" -q -p no:cacheprovider --tb=short -rf
-    run ab-30-3k 80 python benchmarks/ab_chain.py --batch 1 --prompt-len 2936 --new-tokens 128 --rounds 2 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
+    run ab-30-3k 90 python benchmarks/ab_chain.py --batch 1 --prompt-len 2936 --new-tokens 128 --rounds 3 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
     run bench-shard 210 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4,8,16 --samples 10 --save
     ;;
-  GB) # session 39: the rest of FY after GA: Qwen3.5's A/B at 392 and both batch-1 records.
+  GB) # session 39 (~4 min): Qwen3.5's A/B at 392, then both batch-1 records (FR's Qwen3.5 record sat 3.7 % above
+      # its A/B's base: does that repeat beside this one?).
     run ab-35-b1 100 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 2 --variants base,off=MOELAB_QKV_EARLY_RELEASE:0
     run decode-qwen35 70 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
     run decode-30b 70 python benchmarks/bench_decode.py --batch 1 --rows moelab
