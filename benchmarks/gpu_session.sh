@@ -1510,7 +1510,8 @@ case "${1:?stage A to G}" in
     run probe-35 120 python benchmarks/probe_round1.py --pause 5
     ;;
   GA) # session 39 (~5 min): the committed default's GPU tests (qkv's early release with `early_release_stages`); the
-      # one context class never measured (3k: 192 programs, the release alone at 3 stages; predicted a tie or a gain);
+      # one context class never measured (3k: 192 programs, the release alone at 3 stages, some SMs taking two:
+      # predicted a tie or a loss, as FW's comment said; a loss beyond the spread narrows `early_release_stages`);
       # issue 3's shard line as the issue states it (E=256, H=2048, I=128, k=8, no shared expert: predicted
       # 10.5-11.5 µs at T=1; every record since session 1's 15.9 µs carried the shared expert, 12.0 µs). The shard
       # is the call's first step to need the ceilings (~1 minute more to measure them).
