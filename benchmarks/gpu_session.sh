@@ -1525,6 +1525,17 @@ case "${1:?stage A to G}" in
     run decode-qwen35 70 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
     run decode-30b 70 python benchmarks/bench_decode.py --batch 1 --rows moelab
     ;;
+  GC) # session 41, after FZ's probe on the H200 (Qwen3.5: first capture 2.28 ms, every re-capture 2.16; the H100's
+      # sign is the other way, 2.65 against 2.71): is the odd graph the process's first CUDA graph (--before graph: a
+      # one-kernel graph captured first; predicted, if so, a first capture at 2.16), or the capture whose warm-up
+      # compiles every kernel (--before eager: 4 eager decode steps first; then 2.16)? Then Qwen3-30B-A3B, control and
+      # the likelier of the two.
+    run probe-35 100 python benchmarks/probe_round1.py --pause 1
+    run probe-35-graph 100 python benchmarks/probe_round1.py --pause 1 --before graph
+    run probe-35-eager 100 python benchmarks/probe_round1.py --pause 1 --before eager
+    run probe-30 100 python benchmarks/probe_round1.py --pause 1 --model qwen3-30b-a3b
+    run probe-30-graph 100 python benchmarks/probe_round1.py --pause 1 --model qwen3-30b-a3b --before graph
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

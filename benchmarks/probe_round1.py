@@ -41,6 +41,10 @@ def main() -> None:
                     help="MB allocated (and kept) before the first capture: moves where its buffers lie")
     ap.add_argument("--shifts", type=int, default=0,
                     help="then this many more captures, the i-th after keeping (16 + 32·i) MB more and the earlier graphs")
+    ap.add_argument("--before", choices=("none", "graph", "eager"), default="none",
+                    help="before the engine's first capture: capture and replay a one-kernel graph of its own "
+                         "(is the process's first CUDA graph the odd one?), or run 4 eager decode steps (every "
+                         "kernel compiled and loaded before the capture's warm-up, not during it)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("probe_round1 needs a CUDA GPU")
@@ -65,6 +69,7 @@ def main() -> None:
                  title=f"probe_round1, {args.model}, batch {args.batch}")
     path = timing.save_result("probe-round1", {"model": args.model, "batch": args.batch, "pause_s": args.pause,
                                                "shift_first_mb": args.shift_first, "shifts": args.shifts,
+                                               "before": args.before,
                                                "rows": rows})
     print(f"saved {path}")
 
@@ -92,6 +97,18 @@ def _runs(args) -> list[dict]:
     rows, kept = [], []
 
     kept.append(torch.empty(args.shift_first << 20, dtype=torch.uint8, device=eng.device))
+    if args.before == "graph":
+        z = torch.zeros(1 << 20, device=eng.device)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            z.add_(1)
+        g.replay()
+        kept += [g, z]
+    elif args.before == "eager":
+        eng.use_graphs = False
+        eng.generate(prompt, 4)
+        eng.use_graphs = True
+    torch.cuda.synchronize()
     first = eng.generate(prompt, 256)[:, 0].clone()  # greedy: the same first token at every capture
 
     def timed(label: str, n: int, recapture: bool = False, prefill: bool = False) -> None:

@@ -370,6 +370,9 @@ def early_release_stages(b: int, hk: int, s_hint: int, d: int, elem: int, sms: i
       * more programs than SMs fill every SM anyway: at context 4k (264 programs) the release alone 2.62 → 2.60 ms, a
         tie, where 5 stages (two waves) lost 6 %, H200, FV.
     None where neither holds (e.g. head_dim 64: 5 stages of its tiles still fit two an SM; unmeasured).
+    The committed rule against no release (H200, Qwen3-30B-A3B batch 1, session 41, ab-chain-…20261207T06*): 392 keys
+    2.351 → 2.343 ms, 2k (128 programs, 5 stages) 2.496 → 2.464, 3k (192 programs at 3 stages, some SMs taking two:
+    predicted a tie or a loss) 2.539 → 2.515, 16k 2.936 → 2.844; Qwen3.5-35B-A3B at 392 2.181 → 2.163.
 
     A program holds (stages − 0.75) K+V tile pairs of shared memory (compiled, Triton 3.6, sm_90, the engine's form:
     133 KB at 5 stages of 64 × 128 bf16 keys; 135 / 201 / 266 KB at 3 / 4 / 5 stages of 128 × 128, where the GPU
