@@ -1529,10 +1529,13 @@ case "${1:?stage A to G}" in
       # sign is the other way, 2.65 against 2.71): is the odd graph the process's first CUDA graph (--before graph: a
       # one-kernel graph captured first; predicted, if so, a first capture at 2.16), or the capture whose warm-up
       # compiles every kernel (--before eager: 4 eager decode steps first; then 2.16)? Then Qwen3-30B-A3B, control and
-      # the likelier of the two.
+      # the likelier of the two. Between them, where the tp=4 shard's 10.6 µs go (GA: T=1 with routing, no shared
+      # expert): the route kernel's and the pair kernel's advances, and the pair kernel's phases.
     run probe-35 100 python benchmarks/probe_round1.py --pause 1
     run probe-35-graph 100 python benchmarks/probe_round1.py --pause 1 --before graph
     run probe-35-eager 100 python benchmarks/probe_round1.py --pause 1 --before eager
+    run trace-shard 60 python benchmarks/trace_moe.py --shape shard --tokens 1,2 --calls 8
+    run timeline-shard 60 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard
     run probe-30 100 python benchmarks/probe_round1.py --pause 1 --model qwen3-30b-a3b
     run probe-30-graph 100 python benchmarks/probe_round1.py --pause 1 --model qwen3-30b-a3b --before graph
     ;;

@@ -9,8 +9,9 @@ call dropped: it starts behind the graph's launch), µs:
   attention (`decode_attention`, GQA 32/4 × 128, bf16): the split programs' start spread, their durations
   (p50 / p90 / max), the split's end, the combine's first release from its PDL wait, the combine's end, and the
   gap from this call's end to the next call's first program;
-  moe (the pair kernel at Qwen3-30B-A3B shapes, T tokens, routing done before the graph): phase 1's start spread
-  and end (p50 / max), phase 2's activations ready (p50 / max) and end; the gap to the next call.
+  moe (the pair kernel at Qwen3-30B-A3B shapes or, with --moe-shape shard, the tp=4 shard's; T tokens, routing done
+  before the graph): phase 1's start spread and end (p50 / max), phase 2's activations ready (p50 / max) and end;
+  the gap to the next call.
 The stream floor (bytes / measured read bandwidth) is printed beside each, and each case's time per call from
 the graph's CUDA events with the probes on and off (what the probes themselves cost). Saved as
 `probe-timeline-*.json`.
@@ -27,6 +28,8 @@ from moelab import hardware, ops, timing
 from moelab.kernels import attention as attn
 from moelab.kernels import cdiv
 from moelab.kernels.moe_pairs import moe_pairs, pairs_config
+
+from trace_moe import MOE_SHAPES
 
 HQ, HK, D = 32, 4, 128
 
@@ -121,9 +124,11 @@ def probe_attention(b, s, n_calls, gbps, samples):
             "us_per_call_probe_off": round(off, 2), "rel_err": err, "timeline_us": summary}
 
 
-def probe_moe(T, n_calls, gbps, samples):
+
+
+def probe_moe(T, n_calls, gbps, samples, shape="qwen3-30b-a3b"):
     dev, dt = "cuda", torch.bfloat16
-    E, H, I, k = 128, 2048, 768, 8
+    E, H, I, k = MOE_SHAPES[shape]
     layers = [((torch.randn(E, 2 * I, H, device=dev) * H ** -0.5).to(dt),
                (torch.randn(E, H, I, device=dev) * I ** -0.5).to(dt)) for _ in range(3)]
     sets = []
@@ -165,7 +170,7 @@ def probe_moe(T, n_calls, gbps, samples):
     on = timing.measure(lambda i: calls[i](), [(i,) for i in range(n_calls)], mode="graph", samples=samples).median_us
     off = timing.measure(lambda i: plain[i](*sets[i]), [(i,) for i in range(n_calls)], mode="graph",
                          samples=samples).median_us
-    return {"case": f"moe_pairs qwen3-30b-a3b T={T}", "config": cfg, "programs": n_prog,
+    return {"case": f"moe_pairs {shape} T={T}", "config": cfg, "programs": n_prog,
             "floor_us": round(distinct * 3 * H * I * 2 / (gbps * 1e3), 2), "us_per_call_probe_on": round(on, 2),
             "us_per_call_probe_off": round(off, 2), "rel_err": err, "timeline_us": summary}
 
@@ -174,6 +179,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--attention", default="1x1024,1x16384,1x65536,8x16384", help="BATCHxCONTEXT list, or ''")
     ap.add_argument("--moe", default="1", help="token counts for the pair kernel, or ''")
+    ap.add_argument("--moe-shape", default="qwen3-30b-a3b", choices=sorted(MOE_SHAPES),
+                    help="the pair kernel's shape: Qwen3-30B-A3B's, or the tp=4 shard's (E=256, I=128)")
     ap.add_argument("--calls", type=int, default=8, help="calls per graph (≥ 3)")
     ap.add_argument("--samples", type=int, default=15)
     a = ap.parse_args()
@@ -188,7 +195,7 @@ def main() -> None:
         results.append(probe_attention(b, s, a.calls, gbps, a.samples))
         print(results[-1], flush=True)
     for t in [int(x) for x in a.moe.split(",") if x]:
-        results.append(probe_moe(t, a.calls, gbps, a.samples))
+        results.append(probe_moe(t, a.calls, gbps, a.samples, a.moe_shape))
         print(results[-1], flush=True)
     path = timing.save_result("probe-timeline", {"read_gbps": gbps, "calls": a.calls, "results": results})
     print("saved", path)

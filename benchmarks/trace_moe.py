@@ -1,11 +1,11 @@
 """Where one MoE layer's time goes, kernel by kernel, at each T (torch profiler / CUPTI over graph replays).
 
-    python benchmarks/trace_moe.py [--tokens 64,256,4096] [--calls 8]
+    python benchmarks/trace_moe.py [--tokens 64,256,4096] [--calls 8] [--shape shard]
 
-`moelab bench moe` gives one number per T; this splits it. Qwen3-30B-A3B shapes, bf16, routing included (the route
-kernel, then `fused_moe` on its default path), weights rotating over enough layer copies that L2 cannot serve them,
-fresh routing per call: the bench's setup. A graph of `calls` layers is replayed under the profiler (at least 24
-calls in all; the gap between two replays belongs to the call after it); per kernel,
+`moelab bench moe` gives one number per T; this splits it. Qwen3-30B-A3B shapes (or the tp=4 shard's), bf16,
+routing included (the route kernel, then `fused_moe` on its default path), weights rotating over enough layer
+copies that L2 cannot serve them, fresh routing per call: the bench's setup. A graph of `calls` layers is replayed
+under the profiler (at least 24 calls in all; the gap between two replays belongs to the call after it); per kernel,
 as `trace_decode.py` reports them, its own duration and its advance (its end minus the latest end before it: the
 advances of one call sum to its span, launch gaps included), per call.
 """
@@ -22,10 +22,15 @@ from moelab.kernels.moe import fused_moe
 
 from trace_decode import kernel_events, short
 
+# (E, H, I, k): Qwen3-30B-A3B, and the first worklog's tp=4 shard of Qwen3.5-35B-A3B (issue 3's line)
+MOE_SHAPES = {"qwen3-30b-a3b": (128, 2048, 768, 8), "shard": (256, 2048, 128, 8)}
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tokens", default="64,256,4096")
+    ap.add_argument("--shape", default="qwen3-30b-a3b", choices=sorted(MOE_SHAPES),
+                    help="Qwen3-30B-A3B's MoE, or the tp=4 shard of Qwen3.5-35B-A3B's (E=256, I=128; no shared expert)")
     ap.add_argument("--calls", type=int, default=8)
     ap.add_argument("--no-save", action="store_true")
     a = ap.parse_args()
@@ -33,7 +38,7 @@ def main() -> None:
         raise SystemExit(f"trace_moe: --calls must be >= 1, not {a.calls}")
     if not torch.cuda.is_available():
         raise SystemExit("trace_moe needs a CUDA GPU")
-    E, H, I, k = 128, 2048, 768, 8
+    E, H, I, k = MOE_SHAPES[a.shape]
     ceil = hardware.ceilings()
     layers = [((torch.randn(E, 2 * I, H, device="cuda") * H ** -0.5).bfloat16(),
                (torch.randn(E, H, I, device="cuda") * I ** -0.5).bfloat16()) for _ in range(3)]
@@ -91,11 +96,11 @@ def main() -> None:
         table = [{"kernel": name, "dur_us": r["dur"] / n, "advance_us": r["advance"] / n,
                   "share_pct": 100 * r["advance"] / n / span} for name, r in rows.items()]
         report.table(table, ["kernel", "dur_us", "advance_us", "share_pct"],
-                     title=f"MoE layer trace, Qwen3-30B-A3B, T={T}: {span:.1f} µs per layer "
+                     title=f"MoE layer trace, {a.shape}, T={T}: {span:.1f} µs per layer "
                            f"({flops / span / 1e6:.0f} TFLOP/s, {per} kernels)")
         results.append(dict(T=T, span_us=span, kernels_per_call=per, rows=table, tflops=flops / span / 1e6))
     if not a.no_save:
-        path = timing.save_result("trace-moe", {"shape": "qwen3-30b-a3b", "calls_per_graph": a.calls,
+        path = timing.save_result("trace-moe", {"shape": a.shape, "calls_per_graph": a.calls,
                                                 "read_gbps": ceil.read_gbps,
                                                 "bf16_tflops": ceil.bf16_tflops, "results": results})
         print(f"saved {path}")
