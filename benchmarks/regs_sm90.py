@@ -8,7 +8,8 @@ DIR holds the Triton to compile with: the GPU machine's (3.6; `pip download trit
 `pip install --no-deps --target DIR`), since registers differ between versions (the 3.9 wheel's ptxas also refuses
 its own PTX version). Prints, a line a job: registers a thread, spill bytes, and how many programs of that many
 registers (at the job's warps) fit an SM's 65,536 (occupancy by registers only). `--set JOB K=V` overrides one
-constexpr of one job (repeatable; V is an int, True/False or a string), e.g. `--set moe_pairs BLOCK_H=16`; `--count RX`
+constexpr of one job (repeatable; V is an int, True/False or a string), e.g. `--set moe_pairs BLOCK_H=16` (num_warps and
+num_stages set the launch's options instead); `--count RX`
 counts the PTX lines matching a regex (e.g. `shfl.sync`: warp shuffles).
 It compiles as the suite does (`conftest._SM90_SCRIPT`): pointers marked 16-byte aligned, integers only where a job
 lists them. A real launch specialises every integer divisible by 16, and that changes the count (the census
@@ -58,10 +59,16 @@ def main() -> None:
     for name in names:
         module, kernel, types, consts, *rest = jobs[name]
         consts = dict(consts)
+        rest = list(rest)
         for job, kv in a.set:
             if job == name:
                 key, _, val = kv.partition("=")
-                consts[key] = _value(val)
+                if key in ("num_warps", "num_stages"):  # a launch option, not a constexpr
+                    while len(rest) < 2:
+                        rest.append([] if len(rest) == 0 else {})
+                    rest[1] = dict(rest[1], **{key: _value(val)})
+                else:
+                    consts[key] = _value(val)
         chosen[name] = (module, kernel, types, consts, *rest)
     # The test suite's own compile (`conftest._SM90_SCRIPT`: the same signature, specialisation and options), in a
     # subprocess with the interpreter off; then ptxas on each PTX.
