@@ -1531,13 +1531,13 @@ case "${1:?stage A to G}" in
       # compiles every kernel (--before eager: 4 eager decode steps first; then 2.16)? Then Qwen3-30B-A3B, control and
       # the likelier of the two. Between them, where the tp=4 shard's 10.6 µs go (GA: T=1 with routing, no shared
       # expert): the route kernel's and the pair kernel's advances, and the pair kernel's phases.
-    run probe-35 100 python benchmarks/probe_round1.py --pause 1
-    run probe-35-graph 100 python benchmarks/probe_round1.py --pause 1 --before graph
-    run probe-35-eager 100 python benchmarks/probe_round1.py --pause 1 --before eager
+    run probe-35 85 python benchmarks/probe_round1.py --pause 1
+    run probe-35-graph 85 python benchmarks/probe_round1.py --pause 1 --before graph
+    run probe-35-eager 85 python benchmarks/probe_round1.py --pause 1 --before eager
     run trace-shard 60 python benchmarks/trace_moe.py --shape shard --tokens 1,2 --calls 8
     run timeline-shard 60 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard
-    run probe-30 100 python benchmarks/probe_round1.py --pause 1 --model qwen3-30b-a3b
-    run probe-30-graph 100 python benchmarks/probe_round1.py --pause 1 --model qwen3-30b-a3b --before graph
+    run probe-30 85 python benchmarks/probe_round1.py --pause 1 --model qwen3-30b-a3b
+    run probe-30-graph 85 python benchmarks/probe_round1.py --pause 1 --model qwen3-30b-a3b --before graph
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
