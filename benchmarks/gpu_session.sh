@@ -1546,6 +1546,11 @@ case "${1:?stage A to G}" in
     run trace-shard 60 python benchmarks/trace_moe.py --shape shard --tokens 1,2 --calls 8
     run timeline-shard 60 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard
     ;;
+  GE) # session 41: GD's three probes alone (~3.5 minutes), for what is left of the budget.
+    run probe-35 80 python benchmarks/probe_round1.py --pause 1
+    run probe-35-graph 80 python benchmarks/probe_round1.py --pause 1 --before graph
+    run probe-35-eager 80 python benchmarks/probe_round1.py --pause 1 --before eager
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
