@@ -1551,6 +1551,10 @@ case "${1:?stage A to G}" in
     run probe-35-graph 80 python benchmarks/probe_round1.py --pause 1 --before graph
     run probe-35-eager 80 python benchmarks/probe_round1.py --pause 1 --before eager
     ;;
+  GF) # session 41: the control and the one-kernel graph first (~2.3 minutes), the least that answers GC's question.
+    run probe-35 75 python benchmarks/probe_round1.py --pause 1
+    run probe-35-graph 75 python benchmarks/probe_round1.py --pause 1 --before graph
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10
