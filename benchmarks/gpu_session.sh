@@ -1555,6 +1555,19 @@ case "${1:?stage A to G}" in
     run probe-35 75 python benchmarks/probe_round1.py --pause 1
     run probe-35-graph 75 python benchmarks/probe_round1.py --pause 1 --before graph
     ;;
+  GG) # session 41 (prepared): the engine now captures a one-kernel graph before its first (timing.prime_graphs), since
+      # the process's first graph ran slower (H100, GF: Qwen3.5 batch 1 2.739 ms first capture against 2.590 with a
+      # graph captured first). The H200 confirmation, each variant a process of its own (only a first capture can
+      # tell): Qwen3.5 and Qwen3-30B-A3B batch 1 records with and without it (predicted 2.28 -> ~2.16 and 2.40 ->
+      # ~2.34 ms, the re-captures' speed), and the probe's control (MOELAB_PRIME_GRAPH=0: its first capture slow, its
+      # re-captures fast) beside the default (every phase at one speed).
+    run decode-35 70 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
+    MOELAB_PRIME_GRAPH=0 run decode-35-off 70 python benchmarks/bench_decode.py --model qwen3.5-35b-a3b --batch 1 --rows moelab
+    run decode-30 70 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    MOELAB_PRIME_GRAPH=0 run decode-30-off 70 python benchmarks/bench_decode.py --batch 1 --rows moelab
+    run probe-35 85 python benchmarks/probe_round1.py --pause 1
+    MOELAB_PRIME_GRAPH=0 run probe-35-off 85 python benchmarks/probe_round1.py --pause 1
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -44,7 +44,9 @@ def main() -> None:
     ap.add_argument("--before", choices=("none", "graph", "eager"), default="none",
                     help="before the engine's first capture: capture and replay a one-kernel graph of its own "
                          "(is the process's first CUDA graph the odd one?), or run 4 eager decode steps (every "
-                         "kernel compiled and loaded before the capture's warm-up, not during it)")
+                         "kernel compiled and loaded before the capture's warm-up, not during it). Since session 41 "
+                         "the engine primes a graph itself (timing.prime_graphs): MOELAB_PRIME_GRAPH=0 for the "
+                         "control")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("probe_round1 needs a CUDA GPU")

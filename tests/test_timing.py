@@ -97,3 +97,31 @@ def test_graph_and_host_modes_and_side_streams():
 
     m = timing.measure(hidden, [(x,)], mode="host", samples=5, warmup=1)
     assert m.escaped_samples > 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the no-CUDA path is what is under test")
+def test_prime_graphs_without_cuda_captures_nothing(monkeypatch):
+    monkeypatch.setattr(timing, "_PRIMED", {})
+    timing.prime_graphs()
+    timing.prime_graphs("cpu")
+    assert timing._PRIMED == {}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graph capture needs a CUDA GPU")
+def test_prime_graphs_once_per_device_and_switch(monkeypatch):
+    monkeypatch.setattr(timing, "_PRIMED", {})
+    monkeypatch.setenv("MOELAB_PRIME_GRAPH", "0")
+    timing.prime_graphs()
+    assert timing._PRIMED == {}
+    monkeypatch.delenv("MOELAB_PRIME_GRAPH")
+    timing.prime_graphs()
+    idx = torch.cuda.current_device()
+    first = timing._PRIMED[idx]
+    assert float(first[1][0]) == 1.0  # the graph was replayed once
+    timing.prime_graphs(torch.device("cuda", idx))
+    assert timing._PRIMED[idx] is first  # not captured again
+    monkeypatch.setattr(timing, "_PRIMED", {})
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="inside a CUDA graph capture"):
+        with torch.cuda.graph(g):
+            timing.prime_graphs()

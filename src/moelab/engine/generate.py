@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from moelab import ops
+from moelab import ops, timing
 from moelab.engine.cache import KVCache
 from moelab.engine.config import EngineConfig
 from moelab.engine.model import Model
@@ -177,6 +177,7 @@ class Engine:
             # Warm up on a side stream (allocator, Triton compilation), then capture one step. The warm-up
             # steps write the cache beyond the prompt, advance the Gated DeltaNet states and move the buffers:
             # restore them after (the states are at the prefill's here: decode restored them).
+            timing.prime_graphs(self.device)  # never the process's first graph: that one runs slower (timing.py)
             tok0, pos0 = self.tok.clone(), self.pos.clone()
             side = torch.cuda.Stream()
             side.wait_stream(torch.cuda.current_stream())
