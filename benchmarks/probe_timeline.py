@@ -124,8 +124,6 @@ def probe_attention(b, s, n_calls, gbps, samples):
             "us_per_call_probe_off": round(off, 2), "rel_err": err, "timeline_us": summary}
 
 
-
-
 def probe_moe(T, n_calls, gbps, samples, shape="qwen3-30b-a3b"):
     dev, dt = "cuda", torch.bfloat16
     E, H, I, k = MOE_SHAPES[shape]

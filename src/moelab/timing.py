@@ -205,18 +205,23 @@ def prime_graphs(device: torch.device | int | None = None) -> None:
     if dev.type != "cuda":
         return
     idx = dev.index if dev.index is not None else torch.cuda.current_device()
-    if idx in _PRIMED:
-        return
+    if idx not in _PRIMED:
+        _PRIMED[idx] = one_kernel_graph(idx)
+
+
+def one_kernel_graph(idx: int) -> tuple[torch.cuda.CUDAGraph, torch.Tensor]:
+    """A CUDA graph of one kernel (a 4 MB add) on device idx, captured and replayed once: `prime_graphs`'s, and
+    benchmarks/probe_round1.py's `--before graph` whatever $MOELAB_PRIME_GRAPH says. Keep both to keep it alive."""
     if torch.cuda.is_current_stream_capturing():
         raise RuntimeError("prime_graphs: called inside a CUDA graph capture; call it before capturing")
     with torch.cuda.device(idx):
-        z = torch.zeros(1 << 20, device=f"cuda:{idx}")  # 4 MB, as in the probe that measured it
+        z = torch.zeros(1 << 20, device=f"cuda:{idx}")
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             z.add_(1)
         g.replay()
         torch.cuda.synchronize()
-    _PRIMED[idx] = (g, z)
+    return g, z
 
 
 def _capture(fn: Callable[..., Any], sets: list[tuple]) -> torch.cuda.CUDAGraph:
