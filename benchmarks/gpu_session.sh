@@ -1568,6 +1568,13 @@ case "${1:?stage A to G}" in
     run probe-35 85 python benchmarks/probe_round1.py --pause 1
     MOELAB_PRIME_GRAPH=0 run probe-35-off 85 python benchmarks/probe_round1.py --pause 1
     ;;
+  GH) # session 42: the tp=4 shard's phase 2 without partials (DIRECT; the timeline, H100 …T092214: 2.5-3 µs from the
+      # slots' readiness to the end). GPU tests (bf16), the block sweep with routing (default, DIRECT 8/16/32), the
+      # timeline of each. Predicted the shard T=1 -1..-1.5 µs. ~3 minutes.
+    run gpu-tests 120 python -m pytest tests/kernels/test_moe.py -k "direct or pairs" -q -p no:cacheprovider --tb=short -rf
+    run sweep-direct 150 python benchmarks/sweep_moe.py --mode block --shapes shard --tokens 1 --direct --samples 15
+    run timeline-direct 120 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard --moe-direct 0,8,16
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

@@ -124,7 +124,7 @@ def probe_attention(b, s, n_calls, gbps, samples):
             "us_per_call_probe_off": round(off, 2), "rel_err": err, "timeline_us": summary}
 
 
-def probe_moe(T, n_calls, gbps, samples, shape="qwen3-30b-a3b"):
+def probe_moe(T, n_calls, gbps, samples, shape="qwen3-30b-a3b", direct=0):
     dev, dt = "cuda", torch.bfloat16
     E, H, I, k = MOE_SHAPES[shape]
     layers = [((torch.randn(E, 2 * I, H, device=dev) * H ** -0.5).to(dt),
@@ -135,9 +135,12 @@ def probe_moe(T, n_calls, gbps, samples, shape="qwen3-30b-a3b"):
         sets.append((torch.randn(T, H, device=dev).to(dt), *layers[i % 3], w, ids.to(torch.int32)))
     cfg = pairs_config(T, k, H, I)
     n_prog = T * k * cdiv(I, cfg["BLOCK_I"]) + T * k * cdiv(H, cfg["BLOCK_H"])
+    if direct:  # phase 2 without partials (DIRECT): one program per `direct` outputs, over all k slots
+        cfg = dict(cfg, DIRECT=True, BLOCK_HD=direct)
+        n_prog = T * k * cdiv(I, cfg["BLOCK_I"]) + cdiv(H, direct)
     bufs = [torch.zeros(n_prog * 4, dtype=torch.int64, device=dev) for _ in range(n_calls)]
     outs = [torch.empty(T, H, dtype=dt, device=dev) for _ in range(n_calls)]
-    calls = [(lambda i=i: moe_pairs(*sets[i], out=outs[i], probe=bufs[i])) for i in range(n_calls)]
+    calls = [(lambda i=i: moe_pairs(*sets[i], out=outs[i], probe=bufs[i], config=dict(cfg))) for i in range(n_calls)]
     calls[0]()
     ref = ops.get("fused_moe", "eager")(*sets[0])
     err = ((outs[0].double() - ref.double()).norm() / ref.double().norm()).item()
@@ -164,11 +167,12 @@ def probe_moe(T, n_calls, gbps, samples, shape="qwen3-30b-a3b"):
     summary = {k_: _med([r[k_] for r in rows if k_ in r]) for k_ in rows[0]}
     summary["clock_step_ns"] = _clock_step(per_call[1][0] + per_call[1][2])
     distinct = statistics.mean(int(torch.unique(s_[4]).numel()) for s_ in sets)
-    plain = [(lambda x, w13, w2, tw, ids, o=outs[i]: moe_pairs(x, w13, w2, tw, ids, out=o)) for i in range(n_calls)]
+    plain = [(lambda x, w13, w2, tw, ids, o=outs[i]: moe_pairs(x, w13, w2, tw, ids, out=o, config=dict(cfg)))
+             for i in range(n_calls)]
     on = timing.measure(lambda i: calls[i](), [(i,) for i in range(n_calls)], mode="graph", samples=samples).median_us
     off = timing.measure(lambda i: plain[i](*sets[i]), [(i,) for i in range(n_calls)], mode="graph",
                          samples=samples).median_us
-    return {"case": f"moe_pairs {shape} T={T}", "config": cfg, "programs": n_prog,
+    return {"case": f"moe_pairs {shape} T={T}" + (f" direct {direct}" if direct else ""), "config": cfg, "programs": n_prog,
             "floor_us": round(distinct * 3 * H * I * 2 / (gbps * 1e3), 2), "us_per_call_probe_on": round(on, 2),
             "us_per_call_probe_off": round(off, 2), "rel_err": err, "timeline_us": summary}
 
@@ -179,6 +183,8 @@ def main() -> None:
     ap.add_argument("--moe", default="1", help="token counts for the pair kernel, or ''")
     ap.add_argument("--moe-shape", default="qwen3-30b-a3b", choices=sorted(MOE_SHAPES),
                     help="the pair kernel's shape: Qwen3-30B-A3B's, or the tp=4 shard's (E=256, I=128)")
+    ap.add_argument("--moe-direct", default="0", help="the pair kernel's phase 2 without partials (DIRECT, T=1, no "
+                    "shared expert) at these output blocks, comma-separated; 0 the default form")
     ap.add_argument("--calls", type=int, default=8, help="calls per graph (≥ 3)")
     ap.add_argument("--samples", type=int, default=15)
     a = ap.parse_args()
@@ -193,8 +199,9 @@ def main() -> None:
         results.append(probe_attention(b, s, a.calls, gbps, a.samples))
         print(results[-1], flush=True)
     for t in [int(x) for x in a.moe.split(",") if x]:
-        results.append(probe_moe(t, a.calls, gbps, a.samples, a.moe_shape))
-        print(results[-1], flush=True)
+        for d in [int(x) for x in a.moe_direct.split(",") if x]:
+            results.append(probe_moe(t, a.calls, gbps, a.samples, a.moe_shape, d))
+            print(results[-1], flush=True)
     path = timing.save_result("probe-timeline", {"read_gbps": gbps, "calls": a.calls, "results": results})
     print("saved", path)
     for r in results:

@@ -83,6 +83,9 @@ def main() -> None:
     ap.add_argument("--pairs-two-p2", action="store_true",
                     help="with --pairs-two: also phase-2 tiles of fewer registers (16 × 256, 32 × 128, 16 × 128), as "
                          "one kernel and as two")
+    ap.add_argument("--direct", action="store_true",
+                    help="block mode, T=1 without a shared expert: the default against DIRECT (phase 2 without partials, "
+                         "$MOELAB_PAIRS_DIRECT) at 8-, 16- and 32-output blocks")
     ap.add_argument("--grouped-overlap", action="store_true",
                     help="--grouped: only the default against OVERLAP (the down GEMM polling each token tile's counter, "
                          "PDL-launched beside gate/up's last wave), its act rows by pointers and by TMA")
@@ -260,6 +263,12 @@ def main() -> None:
                         # with a light phase 2, T=1 −0.5..−1.5 µs against the default.
                         grid += [dict(ROUTE="kernel", TWO_ENV=two, BLOCK_H=bh, BLOCK_K2=bk2)
                                  for two in (1, 0) for bh, bk2 in ((16, 256), (32, 128), (16, 128))]
+                if a.direct and T == 1 and not SI:
+                    # Session 42: phase 2 without partials (the shard's timeline: 2.5-3 µs from the slots' readiness
+                    # to the kernel's end, three dependent L2 trips). Registers (Triton 3.6, sm_90, the shard's T=1
+                    # launch): 8-output blocks 96 (5 an SM: all 512 programs resident), 16 168 (3: 384 of 396), 32
+                    # 255 with 348 B spilled. Predicted the shard T=1 −1..−1.5 µs.
+                    grid = [dict(ROUTE="kernel"), *(dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=bh) for bh in (8, 16, 32))]
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.

@@ -710,6 +710,48 @@ def test_pairs_in_two_launches_give_the_one_launch_output_bitwise(shared, monkey
     assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
 
 
+@pytest.mark.parametrize("two", ["0", "1"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_pairs_direct_matches_the_reference(dtype, two, monkeypatch):
+    """DIRECT (T=1, phase 2 without partials: every output block sums all k slots in registers) against the fp32
+    reference over seeds, odd widths (I=48: a w2 tile with masked columns; H=96 over 16-output blocks of which the
+    last is part-masked), a repeated expert id, an out-of-range id (that token's row NaN), in one kernel and in two;
+    bitwise the same on a second call, and the counters zero again after each."""
+    from moelab.kernels import counters
+    from moelab.kernels.moe_pairs import moe_pairs
+    monkeypatch.setenv("MOELAB_PAIRS_TWO", two)
+    E, H, I, k = 16, 88, 48, 4
+    cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=64, BLOCK_K2=64, num_warps=4, DIRECT=True, BLOCK_HD=16)
+    for seed in range(6):
+        x, w13, w2, w, ids, _ = make(1, E, H, I, k, dtype, seed=seed)
+        if seed == 4:
+            ids[0, 2] = ids[0, 1]  # the same expert in two slots
+        a = moe_pairs(x, w13, w2, w, ids, out=poisoned(1, H, dtype), config=cfg)
+        assert int(counters(x.device, 1, "moe").abs().sum()) == 0
+        assert rel(a, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[dtype], f"seed {seed}"
+        assert torch.equal(a, moe_pairs(x, w13, w2, w, ids, out=poisoned(1, H, dtype), config=cfg))
+    ids[0, 3] = E  # out of range: the kernel stays in bounds and poisons the token
+    assert torch.isnan(moe_pairs(x, w13, w2, w, ids, out=torch.zeros(1, H, dtype=dtype, device=DEV), config=cfg)).all()
+    assert int(counters(x.device, 1, "moe").abs().sum()) == 0
+
+
+def test_pairs_direct_is_chosen_only_where_it_applies(monkeypatch):
+    """$MOELAB_PAIRS_DIRECT turns DIRECT on for one token without a shared expert at I ≤ PAIRS_DIRECT_MAX_I, nowhere
+    else; asked for explicitly where it cannot run, it says why instead of computing something else."""
+    from moelab.kernels.moe_pairs import PAIRS_DIRECT_MAX_I, moe_pairs, pairs_direct
+    monkeypatch.delenv("MOELAB_PAIRS_DIRECT", raising=False)
+    assert not pairs_direct(1, 128, False)
+    monkeypatch.setenv("MOELAB_PAIRS_DIRECT", "1")
+    assert pairs_direct(1, PAIRS_DIRECT_MAX_I, False)
+    assert not pairs_direct(2, 128, False) and not pairs_direct(1, 128, True)
+    assert not pairs_direct(1, 2 * PAIRS_DIRECT_MAX_I, False)
+    x, w13, w2, w, ids, sh = make(2, 8, 64, 32, 2, torch.float32, shared=(32, True))
+    with pytest.raises(ValueError, match="DIRECT takes one token"):
+        moe_pairs(x, w13, w2, w, ids, out=poisoned(2, 64, x.dtype), config=dict(DIRECT=True))
+    with pytest.raises(ValueError, match="shared expert"):
+        moe_pairs(x[:1], w13, w2, w[:1], ids[:1], sh, out=poisoned(1, 64, x.dtype), config=dict(DIRECT=True))
+
+
 @pytest.mark.parametrize("T,two", [(1, "0"), (1, "1"), (3, "1")])
 def test_pairs_shared_prefetch_gives_the_default_output_bitwise(T, two, monkeypatch):
     """SHARED_PF (the shared expert's weights asked of L2 before the wait) and its dry control are hints: the output

@@ -91,6 +91,8 @@ def _moe_pairs_kernel(
     pf_on=1,  # SHARED_PF: 0 issues nothing from the same code (the dry control, $MOELAB_PAIRS_SHARED_PF_DRY)
     next_ptr=None, next_share=0, next_bytes=0, next_progs=0,  # NEXT_PF: the next kernel's weight, a share a block
     NEXT_PF: tl.constexpr = False,  # with USE_PDL: the first phase-1 blocks ask L2 for next_bytes of it before the wait
+    DIRECT: tl.constexpr = False,  # T=1, no shared expert: phase 2 without partials (see `pairs_direct`)
+    I_PAD: tl.constexpr = 1,  # DIRECT: next_pow2(I), the w2 tile's columns
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
@@ -162,6 +164,41 @@ def _moe_pairs_kernel(
                         tl.store(gw_ptr + t, 1.0)
             tl.debug_barrier()  # all threads' stores precede the release
             tl.atomic_add(cnt_ptr + s * CS, 1, sem="release", scope="gpu")
+    elif DIRECT:
+        # ---- phase 2 at T=1 without partials: BLOCK_H outputs over all K slots, no second trip to L2 ----
+        # The program holds w2[e_j, its BLOCK_H rows, :] of every slot j ([K, BLOCK_H, I_PAD]: 32 KB at the tp=4
+        # shard's I=128 with BLOCK_H=16), requested before it waits for all K slots' activations; then the K dot
+        # products and the routing-weighted sum in registers (a fixed order: deterministic), and the output stored.
+        # No fp32 partials, no arrival count per output block, no last-arriver reload.
+        offs_h = q * BLOCK_H + tl.arange(0, BLOCK_H)
+        hmask = offs_h < H
+        offs_j = tl.arange(0, K_PAD)
+        jmask = offs_j < K
+        ids = tl.load(tid_ptr + offs_j, mask=jmask, other=0, cache_modifier=".cg")
+        bad = tl.max((((ids < 0) | (ids >= E)) & jmask).to(tl.int32), axis=0) > 0
+        ev = tl.where((ids < 0) | (ids >= E), 0, ids).to(tl.int64)
+        offs_c = tl.arange(0, I_PAD)
+        w = tl.load(w2_ptr + ev[:, None, None] * s_w2e + offs_h[None, :, None] * s_w2r + offs_c[None, None, :],
+                    mask=jmask[:, None, None] & hmask[None, :, None] & (offs_c < I)[None, None, :], other=0.0,
+                    eviction_policy="evict_first")  # in flight before we wait
+        I_ready = I
+        for j in tl.static_range(K):
+            I_ready = tl.minimum(I_ready, _wait_geq(cnt_ptr + j * CS, tl.cdiv(I, BLOCK_I), I, SPIN_ASM))
+        if PROBE:
+            tl.store(probe_ptr + pid * 4 + 1, now_ns(I_ready))
+        a = tl.load(act_ptr + offs_j[:, None] * I_MAX + offs_c[None, :], mask=jmask[:, None] & (offs_c < I_ready)[None, :],
+                    other=0.0, cache_modifier=".cg").to(tl.float32)  # [K_PAD, I_PAD]
+        tw = tl.load(tw_ptr + offs_j, mask=jmask, other=0.0, cache_modifier=".cg").to(tl.float32)
+        y = tl.sum(w.to(tl.float32) * a[:, None, :], axis=2)  # [K_PAD, BLOCK_H]
+        o = tl.sum(y * tw[:, None], axis=0)
+        o = tl.where(bad, float("nan"), o)
+        tl.store(out_ptr + offs_h, o.to(out_ptr.dtype.element_ty), mask=hmask)
+        # The last output block resets the counters (the others' atomic is the only round trip they pay after it).
+        tl.debug_barrier()
+        done = tl.atomic_add(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 1, sem="acq_rel", scope="gpu")
+        if done == N_HBLK - 1:
+            tl.store(cnt_ptr + offs_j * CS, tl.zeros((K_PAD,), dtype=tl.int32), mask=jmask)
+            tl.store(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 0)
     else:
         # ---------------- phase 2: down projection of one slot for BLOCK_H outputs ----------------
         offs_h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
@@ -278,6 +315,24 @@ PAIRS_NEXT_PF_MAX_T = 8
 # hold fewer bytes in flight than the one wave of 576-768.)
 
 
+# Phase 2 without partials at T=1 (DIRECT, session 42; `moe_t1`'s phase 2 of sessions 2-15 inside this kernel, with
+# its phase 1, counter stride, backoff and PDL). The tp=4 shard's timeline (H100, probe-timeline-…T092214: 10.6 µs a
+# call, floor 3.9) has every phase-2 program resident from the start with its w2 loads in flight, its slot ready at
+# 6.5 µs (p50; 7.0 the last), and the kernel's end at 9.5: 2.5-3 µs after readiness go to the partial's store, the
+# arrival atomic and the last arriver's reload of 8 partials, three dependent trips to L2. Here a program of BLOCK_H
+# outputs holds all K slots' w2 rows ([K, BLOCK_H, next_pow2(I)]: 16K elements at I=128, BLOCK_H=16) and waits for
+# all K slots (the last is ~0.5 µs after the median), then sums in registers and stores. Predicted the shard T=1
+# −1..−1.5 µs. Registers bound it to narrow experts (PAIRS_DIRECT_MAX_I); off until measured ($MOELAB_PAIRS_DIRECT).
+PAIRS_DIRECT_MAX_I = 128
+PAIRS_DIRECT_BLOCK_H = 16
+
+
+def pairs_direct(T: int, I: int, shared: bool) -> bool:
+    """Whether phase 2 runs without partials (DIRECT): one token, no shared expert, experts at most
+    PAIRS_DIRECT_MAX_I wide, and $MOELAB_PAIRS_DIRECT (read at launch) on."""
+    return T == 1 and not shared and I <= PAIRS_DIRECT_MAX_I and bool(env_int("MOELAB_PAIRS_DIRECT", 0))
+
+
 def pairs_two(T: int, I: int, shared: bool) -> bool:
     """Whether the pair kernel runs as two kernels (phase 1, then phase 2 polling it): from PAIRS_TWO_MIN_T tokens, and
     at T=1 for a model with a shared expert and experts wider than 128 (Qwen3.5-35B-A3B; measured above)."""
@@ -376,12 +431,20 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
         raise ValueError("SHARED_PF is inline PTX (sm_90 bulk prefetch): the Triton interpreter cannot run it")
     # The dry control: the same kernel (registers, occupancy, code) with every prefetch's size 0.
     cfg.setdefault("pf_on", 0 if env_int("MOELAB_PAIRS_SHARED_PF_DRY", 0) else 1)
+    direct = bool(cfg.pop("DIRECT", pairs_direct(T, I, shared is not None)))
+    block_hd = cfg.pop("BLOCK_HD", PAIRS_DIRECT_BLOCK_H)
+    if direct:
+        if T != 1 or shared is not None:
+            raise ValueError(f"DIRECT takes one token and no shared expert, got T={T}"
+                             f"{' and a shared expert' if shared is not None else ''}")
+        cfg["BLOCK_H"] = block_hd
     IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
     n_slots = T * k + (T if shared is not None else 0)
     n_iblk = cdiv(i_max, cfg["BLOCK_I"])
     n_hblk = cdiv(H, cfg["BLOCK_H"])
     n1 = n_slots * n_iblk
+    n2 = n_hblk if direct else n_slots * n_hblk
     if pdl and not interpreting():  # the first blocks (the routed slots'), one an SM
         cfg.update(next_pf_args(prefetch, pairs_next_pf_bytes(T), T * k * n_iblk, x, sm_count(x.device),
                                 cfg.get("N_PF", 128)))
@@ -397,7 +460,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     meta = dict(T=T, K=k, K_PAD=next_pow2(k), T_PAD=next_pow2(T),
                 N_SLOTS=n_slots, S_PAD=next_pow2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
                 HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger,
-                USE_PDL=pdl, PROBE=probe is not None, CS=cs, num_warps=num_warps,
+                USE_PDL=pdl, PROBE=probe is not None, CS=cs, DIRECT=direct, I_PAD=next_pow2(I), num_warps=num_warps,
                 **({"launch_pdl": True} if pdl else {}), **cfg)
     # From PAIRS_TWO_MIN_T tokens the phases are two kernels, so phase 1 is compiled alone (96 registers at the T=1
     # tile, sm_90, Triton 3.6: 5 programs an SM) instead of under phase 2's 230 (2 an SM). Phase 2 is PDL-launched
@@ -408,7 +471,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     # stamps, it is always the one kernel.)
     if env_int("MOELAB_PAIRS_TWO", int(pairs_two(T, I, shared is not None))) and probe is None:
         _moe_pairs_kernel[(n1,)](*args, PHASE=1, PID0=0, **meta)
-        _moe_pairs_kernel[(n_slots * n_hblk,)](*args, PHASE=2, PID0=n1, **dict(meta, USE_PDL=False))
+        _moe_pairs_kernel[(n2,)](*args, PHASE=2, PID0=n1, **dict(meta, USE_PDL=False))
         return out
-    _moe_pairs_kernel[(n1 + n_slots * n_hblk,)](*args, **meta)
+    _moe_pairs_kernel[(n1 + n2,)](*args, **meta)
     return out
