@@ -337,11 +337,11 @@ SM90_JOBS["moe_pairs_shared_pf_next"] = (_module, _kernel, dict(_types, next_ptr
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]
 _consts = dict(_consts, SHARED_PF=False, N_PF=128, NEXT_PF=True)
 SM90_JOBS["moe_pairs_next_pf"] = (_module, _kernel, dict(_types, next_ptr="*bf16"), _consts, *_rest)
-# Every pair-kernel job above states the session-31 switches (a constexpr left out would compile as a runtime value).
+# Every pair-kernel job above states the session-31 and -42 switches (a constexpr left out would compile as a runtime value).
 for _name in [n_ for n_, j_ in SM90_JOBS.items() if j_[1] == "_moe_pairs_kernel"]:
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name] = (_module, _kernel, _types, {"SHARED_PF": False, "N_PF": 128,
-                                                    "NEXT_PF": False, **_consts}, *_rest)
+                                                    "NEXT_PF": False, "DIRECT": False, "I_PAD": 1, **_consts}, *_rest)
 # The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
 for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]

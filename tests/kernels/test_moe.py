@@ -1052,3 +1052,14 @@ def test_spin_sleep_is_refused_under_the_interpreter_and_checked():
     assert spin_asm(0) == "" and "nanosleep.u32 100;" in spin_asm(100)
     with pytest.raises(ValueError, match="SPIN_SLEEP"):
         spin_asm(-1)
+
+
+def test_pairs_direct_compiles_for_sm90(sm90):
+    """DIRECT at the tp=4 shard's T=1 compiles for sm_90 with no partials left: its phase 2 stores no fp32 partial and
+    needs one arrival atomic a program (the done count), where the default form has two (per block and done)."""
+    job = sm90["moe_pairs_direct"]
+    assert "error" not in job, job.get("error")
+    base = sm90["moe_pairs_backoff"]["ptx"]
+    count = lambda ptx: len(re.findall(r"atom\.[^\n]*add", ptx))
+    assert count(job["ptx"]) < count(base), (count(job["ptx"]), count(base))
+    assert "griddepcontrol.wait" in job["ptx"] and "nanosleep" in job["ptx"]
