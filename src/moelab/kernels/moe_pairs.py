@@ -25,7 +25,7 @@ import triton.language as tl
 
 from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_int, interpreting, next_pow2
 from moelab.kernels.attention import sm_count
-from moelab.kernels.moe_decode import _swiglu_rows, _wait_geq, spin_asm
+from moelab.kernels.moe_decode import _swiglu_rows, _wait_all_geq, _wait_geq, spin_asm
 from moelab.kernels.probe import now_ns, sm_id
 
 
@@ -181,9 +181,7 @@ def _moe_pairs_kernel(
         w = tl.load(w2_ptr + ev[:, None, None] * s_w2e + offs_h[None, :, None] * s_w2r + offs_c[None, None, :],
                     mask=jmask[:, None, None] & hmask[None, :, None] & (offs_c < I)[None, None, :], other=0.0,
                     eviction_policy="evict_first")  # in flight before we wait
-        I_ready = I
-        for j in tl.static_range(K):
-            I_ready = tl.minimum(I_ready, _wait_geq(cnt_ptr + j * CS, tl.cdiv(I, BLOCK_I), I, SPIN_ASM))
+        I_ready = _wait_all_geq(cnt_ptr + offs_j * CS, jmask, tl.cdiv(I, BLOCK_I), I, SPIN_ASM)
         if PROBE:
             tl.store(probe_ptr + pid * 4 + 1, now_ns(I_ready))
         a = tl.load(act_ptr + offs_j[:, None] * I_MAX + offs_c[None, :], mask=jmask[:, None] & (offs_c < I_ready)[None, :],
