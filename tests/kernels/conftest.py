@@ -193,7 +193,7 @@ SM90_JOBS = {
                           "N_HBLK": 128, "N1": 256, "BLOCK_I": 4, "BLOCK_K": 1024, "BLOCK_H": 16, "BLOCK_K2": 128,
                           "HAS_SHARED": False, "SHARED_GATE": False,
                           "SPIN_ASM": "{ nanosleep.u32 128; mov.b32 $0, $1; }", "CS": 32, "PHASE": 0,
-                          "TRIGGER": True, "USE_PDL": True, "DIRECT": True, "I_PAD": 128},
+                          "TRIGGER": True, "USE_PDL": True, "DIRECT": True, "I_PAD": 128, "LD_ACQ": True},
                          ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"]),
     "moe_decode": ("moe_decode", "_moe_decode_kernel",
                    {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",
@@ -341,7 +341,7 @@ SM90_JOBS["moe_pairs_next_pf"] = (_module, _kernel, dict(_types, next_ptr="*bf16
 for _name in [n_ for n_, j_ in SM90_JOBS.items() if j_[1] == "_moe_pairs_kernel"]:
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name] = (_module, _kernel, _types, {"SHARED_PF": False, "N_PF": 128,
-                                                    "NEXT_PF": False, "DIRECT": False, "I_PAD": 1, **_consts}, *_rest)
+                                                    "NEXT_PF": False, "DIRECT": False, "I_PAD": 1, "LD_ACQ": False, **_consts}, *_rest)
 # The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
 for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]

@@ -1056,7 +1056,7 @@ def test_spin_sleep_is_refused_under_the_interpreter_and_checked():
 
 def test_pairs_direct_compiles_for_sm90(sm90):
     """DIRECT at the tp=4 shard's T=1 launch compiles for sm_90 (Triton's compiler, not the interpreter), with the PDL
-    wait and the backoff of its one vector poll."""
+    wait, the backoff and the ld.acquire of its one vector poll."""
     job = sm90["moe_pairs_direct"]
     assert "error" not in job, job.get("error")
-    assert "griddepcontrol.wait" in job["ptx"] and "nanosleep" in job["ptx"]
+    assert "griddepcontrol.wait" in job["ptx"] and "nanosleep" in job["ptx"] and "ld.acquire.gpu" in job["ptx"]

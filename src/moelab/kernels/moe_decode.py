@@ -69,21 +69,32 @@ def _wait_geq(ptr, target, n, SPIN_ASM: tl.constexpr):
 
 
 @triton.jit
-def _wait_all_geq(ptrs, mask, target, n, SPIN_ASM: tl.constexpr):
-    """`_wait_geq` over a vector of counters at once (those under mask): one volatile load of them all a poll and one
-    vector acquire after it, so K counters cost two trips to L2, not 2·K (the pair kernel's DIRECT phase 2, which
-    waits for all k slots: waiting for them one after another took its readiness from 6.75 to 9.0 µs at the tp=4
-    shard, H100, probe-timeline-…T093316)."""
-    v = tl.load(ptrs, mask=mask, other=target, volatile=True)
+def _wait_all_geq(ptrs, target, n, SPIN_ASM: tl.constexpr, LD_ACQ: tl.constexpr):
+    """`_wait_geq` over a vector of counters at once: every poll one load of them all, so K counters cost one trip to
+    L2 a poll, not 2·K in all (the pair kernel's DIRECT phase 2, which waits for all k slots: waiting for them one
+    after another took its readiness from 6.75 to 9.0 µs at the tp=4 shard, H100, probe-timeline-…T093316). With
+    LD_ACQ (the GPU) the polls are `ld.acquire.gpu` loads, so the last poll is the acquire and no trip follows it;
+    without (the interpreter), plain volatile polls and one vector acquire after them. Masked-out lanes must point at
+    a counter that reaches target (the caller repeats a real one)."""
+    if LD_ACQ:
+        v = tl.inline_asm_elementwise("ld.acquire.gpu.global.b32 $0, [$1];", "=r,l", [ptrs], dtype=tl.int32,
+                                      is_pure=False, pack=1)
+    else:
+        v = tl.load(ptrs, volatile=True)
     m = tl.min(v, axis=0)
     while m < target:
         if SPIN_ASM != "":
             m = tl.inline_asm_elementwise(SPIN_ASM, "=r,r", [m], dtype=tl.int32, is_pure=False, pack=1)
-        v = tl.load(ptrs, mask=mask, other=target, volatile=True)
+        if LD_ACQ:
+            v = tl.inline_asm_elementwise("ld.acquire.gpu.global.b32 $0, [$1];", "=r,l", [ptrs], dtype=tl.int32,
+                                          is_pure=False, pack=1)
+        else:
+            v = tl.load(ptrs, volatile=True)
         m = tl.min(v, axis=0)
-    seen = tl.atomic_add(ptrs, tl.zeros_like(v), mask=mask, sem="acquire", scope="gpu")
-    tl.debug_barrier()
-    return tl.where(tl.min(tl.where(mask, seen, target), axis=0) >= target, n, 0)
+    if not LD_ACQ:
+        m = tl.min(tl.atomic_add(ptrs, tl.zeros_like(v), sem="acquire", scope="gpu"), axis=0)
+    tl.debug_barrier()  # what each thread acquired, every thread of the program may read
+    return tl.where(m >= target, n, 0)
 
 
 @triton.jit

@@ -93,6 +93,7 @@ def _moe_pairs_kernel(
     NEXT_PF: tl.constexpr = False,  # with USE_PDL: the first phase-1 blocks ask L2 for next_bytes of it before the wait
     DIRECT: tl.constexpr = False,  # T=1, no shared expert: phase 2 without partials (see `pairs_direct`)
     I_PAD: tl.constexpr = 1,  # DIRECT: next_pow2(I), the w2 tile's columns
+    LD_ACQ: tl.constexpr = False,  # DIRECT: poll with ld.acquire (inline PTX: the GPU only)
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
@@ -181,20 +182,21 @@ def _moe_pairs_kernel(
         w = tl.load(w2_ptr + ev[:, None, None] * s_w2e + offs_h[None, :, None] * s_w2r + offs_c[None, None, :],
                     mask=jmask[:, None, None] & hmask[None, :, None] & (offs_c < I)[None, None, :], other=0.0,
                     eviction_policy="evict_first")  # in flight before we wait
-        I_ready = _wait_all_geq(cnt_ptr + offs_j * CS, jmask, tl.cdiv(I, BLOCK_I), I, SPIN_ASM)
+        tw = tl.load(tw_ptr + offs_j, mask=jmask, other=0.0, cache_modifier=".cg").to(tl.float32)
+        I_ready = _wait_all_geq(cnt_ptr + tl.where(jmask, offs_j, 0) * CS, tl.cdiv(I, BLOCK_I), I, SPIN_ASM, LD_ACQ)
+        # Counted out as soon as it has seen the slots (not after its output): this program reads no counter again,
+        # so the last to count may reset them while the others still compute, and the count's trip to L2 overlaps
+        # the activations' load below.
+        done = tl.atomic_add(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 1, sem="relaxed", scope="gpu")
         if PROBE:
             tl.store(probe_ptr + pid * 4 + 1, now_ns(I_ready))
         a = tl.load(act_ptr + offs_j[:, None] * I_MAX + offs_c[None, :], mask=jmask[:, None] & (offs_c < I_ready)[None, :],
                     other=0.0, cache_modifier=".cg").to(tl.float32)  # [K_PAD, I_PAD]
-        tw = tl.load(tw_ptr + offs_j, mask=jmask, other=0.0, cache_modifier=".cg").to(tl.float32)
         y = tl.sum(w.to(tl.float32) * a[:, None, :], axis=2)  # [K_PAD, BLOCK_H]
         o = tl.sum(y * tw[:, None], axis=0)
         o = tl.where(bad, float("nan"), o)
         tl.store(out_ptr + offs_h, o.to(out_ptr.dtype.element_ty), mask=hmask)
-        # The last output block resets the counters (the others' atomic is the only round trip they pay after it).
-        tl.debug_barrier()
-        done = tl.atomic_add(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 1, sem="acq_rel", scope="gpu")
-        if done == N_HBLK - 1:
+        if done == N_HBLK - 1:  # the last to count: every program has seen its slots, so the counters may go to 0
             tl.store(cnt_ptr + offs_j * CS, tl.zeros((K_PAD,), dtype=tl.int32), mask=jmask)
             tl.store(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 0)
     else:
@@ -458,7 +460,8 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     meta = dict(T=T, K=k, K_PAD=next_pow2(k), T_PAD=next_pow2(T),
                 N_SLOTS=n_slots, S_PAD=next_pow2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
                 HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger,
-                USE_PDL=pdl, PROBE=probe is not None, CS=cs, DIRECT=direct, I_PAD=next_pow2(I), num_warps=num_warps,
+                USE_PDL=pdl, PROBE=probe is not None, CS=cs, DIRECT=direct, I_PAD=next_pow2(I),
+                LD_ACQ=direct and not interpreting(), num_warps=num_warps,
                 **({"launch_pdl": True} if pdl else {}), **cfg)
     # From PAIRS_TWO_MIN_T tokens the phases are two kernels, so phase 1 is compiled alone (96 registers at the T=1
     # tile, sm_90, Triton 3.6: 5 programs an SM) instead of under phase 2's 230 (2 an SM). Phase 2 is PDL-launched
