@@ -269,6 +269,14 @@ def main() -> None:
                     # launch): 8-output blocks 96 (5 an SM: all 512 programs resident), 16 168 (3: 384 of 396), 32
                     # 255 with 348 B spilled. Predicted the shard T=1 −1..−1.5 µs.
                     grid = [dict(ROUTE="kernel"), *(dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=bh) for bh in (8, 16, 32))]
+                    # With DIRECT at 16-output blocks (H100 …T0943: 10.58 µs against the default's 12.03), phase 1's
+                    # tiles (168 registers at each but 8 × 2048's 246, phase 2 setting them), and the phases as two
+                    # kernels (phase 1 alone at ~96 registers: 5 an SM). Predicted 4 × 2048 (one 32 KB trip a program,
+                    # not two serial 16 KB ones) −0.3..−0.6 µs.
+                    grid += [dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=16, BLOCK_I=bi, BLOCK_K=bk)
+                             for bi, bk in ((4, 2048), (2, 2048), (2, 1024), (8, 1024))]
+                    grid += [dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=16, TWO_ENV=1)]
+                    grid = [dict(c_, TWO_ENV=c_.get("TWO_ENV", 0)) for c_ in grid]  # each capture sets it
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.
