@@ -1575,6 +1575,13 @@ case "${1:?stage A to G}" in
     run sweep-direct 150 python benchmarks/sweep_moe.py --mode block --shapes shard --tokens 1 --direct --samples 15
     run timeline-direct 120 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard --moe-direct 0,8,16
     ;;
+  GI) # session 42: DIRECT on by default (the shard T=1 12.03 -> 10.58 µs on an H100). The MoE GPU tests (bf16, 100
+      # seeds a shape, the custom op, the chain), then issue 3's shard line as the issue states it (predicted on an
+      # H200 10.6 -> ~9.3 µs, on an H100 ~10.6), then DIRECT against its switch in the block sweep. ~4 minutes.
+    run gpu-tests 200 python -m pytest tests/kernels/test_moe.py tests/kernels/test_moe_custom_op.py tests/kernels/test_chain.py -q -p no:cacheprovider --tb=short -rf -x
+    run bench-shard 120 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1 --samples 10 --save
+    run sweep-direct 150 python benchmarks/sweep_moe.py --mode block --shapes shard --tokens 1 --direct --samples 15
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

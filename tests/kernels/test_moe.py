@@ -736,12 +736,13 @@ def test_pairs_direct_matches_the_reference(dtype, two, monkeypatch):
 
 
 def test_pairs_direct_is_chosen_only_where_it_applies(monkeypatch):
-    """$MOELAB_PAIRS_DIRECT turns DIRECT on for one token without a shared expert at I ≤ PAIRS_DIRECT_MAX_I, nowhere
-    else; asked for explicitly where it cannot run, it says why instead of computing something else."""
+    """DIRECT runs by default for one token without a shared expert at I ≤ PAIRS_DIRECT_MAX_I, nowhere else, and
+    $MOELAB_PAIRS_DIRECT=0 turns it off; asked for explicitly where it cannot run, it says why instead of computing
+    something else."""
     from moelab.kernels.moe_pairs import PAIRS_DIRECT_MAX_I, moe_pairs, pairs_direct
-    monkeypatch.delenv("MOELAB_PAIRS_DIRECT", raising=False)
+    monkeypatch.setenv("MOELAB_PAIRS_DIRECT", "0")
     assert not pairs_direct(1, 128, False)
-    monkeypatch.setenv("MOELAB_PAIRS_DIRECT", "1")
+    monkeypatch.delenv("MOELAB_PAIRS_DIRECT")
     assert pairs_direct(1, PAIRS_DIRECT_MAX_I, False)
     assert not pairs_direct(2, 128, False) and not pairs_direct(1, 128, True)
     assert not pairs_direct(1, 2 * PAIRS_DIRECT_MAX_I, False)

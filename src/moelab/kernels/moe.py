@@ -27,7 +27,8 @@ DECODE_MAX_PAIRS = 128
 PAIRS_MAX_T = 4
 # (A T=1 kernel without partials, `moe_t1`, ran the tp=4 shard without a shared expert until session 15: there the
 # pair kernel's narrow tiles now win, 13.0 against 15.7 µs with routing, H200, sweep-moe-block-shard-…T2134; it was
-# removed.)
+# removed. Its phase 2 came back in session 42 inside the pair kernel, with that kernel's phase 1 and one vector poll:
+# `moe_pairs.pairs_direct`.)
 # Narrower experts keep the pair kernel longer. Measured side by side, kernels alone (sweep_moe.py --mode decode,
 # H100, session 28, results/h100/sweep-moe-census-pairs-…T0404): the tp=4 shard with its shared expert (I=128) T=8
 # pairs 39.8 against the census's 65.2 µs, T=16 73.6 against 100.3; Qwen3.5 (I=512) T=8 137.4 against 152.4 (the best

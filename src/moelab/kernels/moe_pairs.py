@@ -15,6 +15,8 @@ phase only, so phase 1 is not held to phase 2's registers; phase 2 still polls p
   * the last slot to finish a block of outputs sums its partials in (token, top-k) order — bitwise
     deterministic — and the last block resets the counters (no memset launch).
 The shared expert, if any, is one more slot per token, weighted by sigmoid(shared_gate · x[t]).
+At T=1 without a shared expert and for narrow experts (`pairs_direct`), phase 2 has no partials: a program of BLOCK_H
+outputs holds every slot's w2 rows, waits for all the slots, and stores the weighted sum itself (DIRECT).
 """
 
 from __future__ import annotations
@@ -320,17 +322,24 @@ PAIRS_NEXT_PF_MAX_T = 8
 # call, floor 3.9) has every phase-2 program resident from the start with its w2 loads in flight, its slot ready at
 # 6.5 µs (p50; 7.0 the last), and the kernel's end at 9.5: 2.5-3 µs after readiness go to the partial's store, the
 # arrival atomic and the last arriver's reload of 8 partials, three dependent trips to L2. Here a program of BLOCK_H
-# outputs holds all K slots' w2 rows ([K, BLOCK_H, next_pow2(I)]: 16K elements at I=128, BLOCK_H=16) and waits for
-# all K slots (the last is ~0.5 µs after the median), then sums in registers and stores. Predicted the shard T=1
-# −1..−1.5 µs. Registers bound it to narrow experts (PAIRS_DIRECT_MAX_I); off until measured ($MOELAB_PAIRS_DIRECT).
+# outputs holds all K slots' w2 rows ([K, BLOCK_H, next_pow2(I)]: 16K elements at I=128, BLOCK_H=16; 168 registers,
+# 3 programs an SM, Triton 3.6) and waits for all K slots with one vector poll of `ld.acquire` loads, counts itself
+# out at once (the reset's atomic overlapping the activations' load), sums in registers and stores. Predicted the
+# shard T=1 −1..−1.5 µs with routing. Measured (H100, session 42, sweep_moe.py --direct, route + experts, two
+# passes): 12.03 → **10.58 µs** (…-direct-…T0943; the kernel alone 10.61 → 8.61, probe-timeline-…T094403: the slots
+# seen at 7.0, the end at 8.25). The first form, waiting for the slots one after another, lost (12.04 → 13.64,
+# …T0933), and a vector poll with an acquire after it won only 0.3 µs (…T0938). 8-output blocks 10.97 µs, 32
+# (spilling) 11.93; phase-1 tiles under it (…T0950) 2 × 2048 10.42, 4 × 2048 10.77, 8 × 1024 11.40 against 4 × 1024's
+# 10.55, and two kernels 10.66: the tiles stay. On by default where it applies ($MOELAB_PAIRS_DIRECT=0: off);
+# registers bound it to narrow experts (PAIRS_DIRECT_MAX_I; I=256 at 8-output blocks is unmeasured).
 PAIRS_DIRECT_MAX_I = 128
 PAIRS_DIRECT_BLOCK_H = 16
 
 
 def pairs_direct(T: int, I: int, shared: bool) -> bool:
     """Whether phase 2 runs without partials (DIRECT): one token, no shared expert, experts at most
-    PAIRS_DIRECT_MAX_I wide, and $MOELAB_PAIRS_DIRECT (read at launch) on."""
-    return T == 1 and not shared and I <= PAIRS_DIRECT_MAX_I and bool(env_int("MOELAB_PAIRS_DIRECT", 0))
+    PAIRS_DIRECT_MAX_I wide, unless $MOELAB_PAIRS_DIRECT (read at launch) is 0."""
+    return T == 1 and not shared and I <= PAIRS_DIRECT_MAX_I and bool(env_int("MOELAB_PAIRS_DIRECT", 1))
 
 
 def pairs_two(T: int, I: int, shared: bool) -> bool:
