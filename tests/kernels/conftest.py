@@ -412,6 +412,14 @@ for _name in [n_ for n_ in SM90_JOBS if n_.startswith("route")]:
     SM90_JOBS[_name] = (_module, _kernel, _types, dict(_consts, BITONIC=False), *_rest)
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["router_norm"]
 SM90_JOBS["router_norm_bitonic"] = (_module, _kernel, _types, dict(_consts, BITONIC=True), *_rest)
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["route_trigger"]
+# Bitonic routing at every k (route_bitonic(), on by default since session 31): Triton 3.6's tl.topk fails to compile
+# at k=1 (a scalar where it reduces; session 42's GPU tests), so k=1 takes the rounds. Softmax top-1 of 8, and top-6 of
+# 64 (DeepSeek-V2-Lite's k: K_PAD 8 > K).
+for _k, _e in ((1, 8), (6, 64)):
+    SM90_JOBS[f"route_bitonic_k{_k}"] = (_module, _kernel, _types,
+                                         dict(_consts, K=_k, K_PAD=1 << (_k - 1).bit_length(), E_PAD=_e, BITONIC=True),
+                                         _rest[0], {"num_warps": 1})  # as route() launches E ≤ 128
 # The linear kernels' CONV constexprs (session 29), off in the plain jobs above; on in "linear_conv" (the Gated DeltaNet
 # input projection at Qwen3.5-35B-A3B's batch 1 in the chain: whole-K, PDL, 8 rows × 2048) and "linear_dot_conv" (T=8).
 for _name in [n_ for n_ in SM90_JOBS if n_.startswith("linear")]:

@@ -54,7 +54,8 @@ def _route_rows(x, offs, valid, bias_ptr, scaling,
     BITONIC (`route_bitonic()`): no rounds; `tl.topk` (a bitonic top-k) of one int64 key an expert, the score's bits
     made signed-orderable above (−0.0 first made +0.0, so equal scores stay equal) and E_PAD − 1 − index below, so the
     keys are distinct and the largest is the best score's lowest index: the same choice and the same weights. Not for
-    a sigmoid with a correction bias (the weight is not the score there): the rounds run."""
+    a sigmoid with a correction bias (the weight is not the score there), nor at k=1 (one round is all there is, and
+    Triton 3.6's `tl.topk` fails to compile for k=1; 3.9's does not): the rounds run."""
     kk = tl.arange(0, K_PAD)
     if SCORING == 0:  # softmax, then top-k of the probabilities
         m = tl.max(x, axis=1)
@@ -89,7 +90,7 @@ def _route_rows(x, offs, valid, bias_ptr, scaling,
             keep_e = tl.reshape(tl.broadcast_to(keep[:, :, None], (R, N_GROUP, G)), (R, E_PAD))
             score = tl.where(keep_e, score, -float("inf"))
 
-    if BITONIC and not (SCORING == 2 and HAS_BIAS):
+    if BITONIC and K_PAD > 1 and not (SCORING == 2 and HAS_BIAS):
         sb = (score + 0.0).to(tl.int32, bitcast=True)
         ordered = tl.where(sb >= 0, sb, sb ^ 0x7FFFFFFF)  # signed-int order = float order
         key = (ordered.to(tl.int64) << 32) | (E_PAD - 1 - offs)[None, :].to(tl.int64)
