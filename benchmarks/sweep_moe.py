@@ -29,7 +29,8 @@ SHAPES = {  # E, H, I, k, shared I
     "qwen3": (128, 2048, 768, 8, 0),
     "shard": (256, 2048, 128, 8, 0),
     "qwen35": (256, 2048, 512, 8, 512),
-    "shard35": (256, 2048, 128, 8, 128),  # Qwen3.5-35B-A3B's tp=4 shard with its shared expert (bench moe --tp 4)
+    "shard35": (256, 2048, 128, 8, 128),
+    "shard30": (128, 2048, 192, 8, 0),  # Qwen3-30B-A3B's tp=4 shard (I=768/4)  # Qwen3.5-35B-A3B's tp=4 shard with its shared expert (bench moe --tp 4)
     "tiny": (8, 64, 32, 2, 32),  # a smoke test of this script on the CPU (--device cpu, TRITON_INTERPRET=1)
 }
 
@@ -263,7 +264,11 @@ def main() -> None:
                         # with a light phase 2, T=1 −0.5..−1.5 µs against the default.
                         grid += [dict(ROUTE="kernel", TWO_ENV=two, BLOCK_H=bh, BLOCK_K2=bk2)
                                  for two in (1, 0) for bh, bk2 in ((16, 256), (32, 128), (16, 128))]
-                if a.direct and T == 1 and not SI:
+                if a.direct and T == 1 and not SI and I > 128:
+                    # Wider than PAIRS_DIRECT_MAX_I (Qwen3-30B-A3B's tp=4 shard, I=192 padded to 256): 8-output blocks
+                    # 168 registers (3 an SM: 396 resident of 640 programs), 16 spill. Predicted a tie or a loss.
+                    grid = [dict(ROUTE="kernel"), *(dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=bh) for bh in (4, 8))]
+                elif a.direct and T == 1 and not SI:
                     # Session 42: phase 2 without partials (the shard's timeline: 2.5-3 µs from the slots' readiness
                     # to the kernel's end, three dependent L2 trips). Registers (Triton 3.6, sm_90, the shard's T=1
                     # launch): 8-output blocks 96 (5 an SM: all 512 programs resident), 16 168 (3: 384 of 396), 32
