@@ -1582,6 +1582,11 @@ case "${1:?stage A to G}" in
     run bench-shard 120 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1 --samples 10 --save
     run sweep-direct 150 python benchmarks/sweep_moe.py --mode block --shapes shard --tokens 1 --direct --samples 15
     ;;
+  GJ) # session 42: routing inside the pair kernel under DIRECT (ROUTE_IN, MOELAB_PAIRS_ROUTE_IN; predicted the shard
+      # T=1 -0.5..-1 µs against DIRECT after the route kernel). Its GPU tests, then the block sweep (~1.5 minutes).
+    run gpu-tests 120 python -m pytest tests/kernels/test_moe.py -k "direct or routing_inside or routing_needs or route" -q -p no:cacheprovider --tb=short -rf
+    run sweep-direct 150 python benchmarks/sweep_moe.py --mode block --shapes shard --tokens 1 --direct --samples 15
+    ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8
     run sweep-census 300 python benchmarks/sweep_moe.py --shapes qwen3 --tokens 8,16 --stages 2,3,4,5 --samples 10

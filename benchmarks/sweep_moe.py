@@ -281,6 +281,10 @@ def main() -> None:
                     grid += [dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=16, BLOCK_I=bi, BLOCK_K=bk)
                              for bi, bk in ((4, 2048), (2, 2048), (2, 1024), (8, 1024))]
                     grid += [dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=16, TWO_ENV=1)]
+                    # Routing inside the kernel (ROUTE_IN: moe_block's route launch gone; moe_pairs.PAIRS_ROUTE_IN).
+                    # Predicted −0.5..−1 µs against DIRECT after the route kernel.
+                    grid += [dict(ROUTE="in", DIRECT=True, BLOCK_HD=16), dict(ROUTE="in", DIRECT=True, BLOCK_HD=16,
+                                                                           BLOCK_I=2, BLOCK_K=2048)]
                     grid = [dict(c_, TWO_ENV=c_.get("TWO_ENV", 0)) for c_ in grid]  # each capture sets it
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
@@ -308,6 +312,9 @@ def main() -> None:
                             os.environ["MOELAB_CHAIN_MAX_T"] = str(cfg["CHAIN"])
                             tw, ids = ops.get("route", "moelab")(lg, k)
                             return fused_moe(x, w13, w2, tw, ids, sh, out=torch.empty_like(x))
+                        if cfg["ROUTE"] == "in":  # the pair kernel routes the token itself, into these buffers
+                            tw, ids = torch.empty(T, k, device=x.device), torch.empty(T, k, dtype=torch.int32, device=x.device)
+                            return moe_pairs(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=c, logits=lg)
                         tw, ids = ops.get("route", "moelab")(lg, k)
                         return moe_pairs(x, w13, w2, tw, ids, sh, out=torch.empty_like(x), config=c)
                     if cfg.get("KERNEL") == "cublas":  # experts 0..k-1 of this layer copy: plain views, no gather

@@ -735,6 +735,38 @@ def test_pairs_direct_matches_the_reference(dtype, two, monkeypatch):
     assert int(counters(x.device, 1, "moe").abs().sum()) == 0
 
 
+@pytest.mark.parametrize("k,renormalize", [(4, True), (4, False), (1, True)])
+def test_moe_block_routing_inside_the_pair_kernel_is_the_two_launch_result_bitwise(k, renormalize, monkeypatch):
+    """ROUTE_IN ($MOELAB_PAIRS_ROUTE_IN=1: `moe_block` at T=1 in one launch, every pair-kernel program routing the token
+    itself) gives the route kernel's weights and ids and the two-launch output, bitwise, with and without
+    renormalising and at k=1 (the rounds, not the bitonic top-k); and the reference's output within tolerance."""
+    from moelab.kernels import counters
+    from moelab.kernels.moe import moe_block
+    from moelab.ops.moe import moe_block_reference
+    E, H, I = 16, 88, 48
+    dtype = torch.float16 if DEV == "cpu" else torch.bfloat16
+    for seed in range(3):
+        x, w13, w2, _, _, _ = make(1, E, H, I, k, dtype, seed=seed)
+        lg = torch.randn(1, E, generator=torch.Generator().manual_seed(seed + 50)).to(DEV)
+        monkeypatch.setenv("MOELAB_PAIRS_ROUTE_IN", "0")
+        two = moe_block(x, lg, w13, w2, k, renormalize, out=poisoned(1, H, dtype))
+        monkeypatch.setenv("MOELAB_PAIRS_ROUTE_IN", "1")
+        one = moe_block(x, lg, w13, w2, k, renormalize, out=poisoned(1, H, dtype))
+        for a, b, name in zip(one, two, ("out", "weights", "ids")):
+            assert torch.equal(a, b), name
+        assert int(counters(x.device, 1, "moe").abs().sum()) == 0
+        ref = moe_block_reference(x.float(), lg, w13.float(), w2.float(), k, renormalize)[0]
+        assert rel(one[0], ref) <= TOL[dtype]
+
+
+def test_pair_kernel_routing_needs_direct():
+    """Logits handed to the pair kernel where DIRECT cannot run (two tokens) are refused with the reason."""
+    from moelab.kernels.moe_pairs import moe_pairs
+    x, w13, w2, w, ids, _ = make(2, 8, 64, 32, 2, torch.float32)
+    with pytest.raises(ValueError, match="needs DIRECT"):
+        moe_pairs(x, w13, w2, w, ids.int(), out=poisoned(2, 64, x.dtype), logits=torch.randn(2, 8, device=DEV))
+
+
 def test_pairs_direct_is_chosen_only_where_it_applies(monkeypatch):
     """DIRECT runs by default for one token without a shared expert at I ≤ PAIRS_DIRECT_MAX_I, nowhere else, and
     $MOELAB_PAIRS_DIRECT=0 turns it off; asked for explicitly where it cannot run, it says why instead of computing
@@ -1057,10 +1089,11 @@ def test_spin_sleep_is_refused_under_the_interpreter_and_checked():
 
 def test_pairs_direct_compiles_for_sm90(sm90):
     """DIRECT at the tp=4 shard's T=1 launch compiles for sm_90 (Triton's compiler, not the interpreter), with the PDL
-    wait, the backoff and the ld.acquire of its one vector poll."""
-    job = sm90["moe_pairs_direct"]
-    assert "error" not in job, job.get("error")
-    assert "griddepcontrol.wait" in job["ptx"] and "nanosleep" in job["ptx"] and "ld.acquire.gpu" in job["ptx"]
+    wait, the backoff and the ld.acquire of its one vector poll; so does its form routing the token itself."""
+    for name in ("moe_pairs_direct", "moe_pairs_direct_route"):
+        job = sm90[name]
+        assert "error" not in job, (name, job.get("error"))
+        assert "griddepcontrol.wait" in job["ptx"] and "nanosleep" in job["ptx"] and "ld.acquire.gpu" in job["ptx"]
 
 
 @pytest.mark.parametrize("job", ["route_bitonic_k1", "route_bitonic_k6"])

@@ -52,18 +52,9 @@ def pairs_max_t(I: int) -> int:
 PATHS = ("pairs", "decode", "grouped")
 
 
-def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, validate: bool | None = None,
-              path: str | None = None, prefetch: torch.Tensor | None = None):
-    """Fused routed-SwiGLU MoE; contract as `moelab.ops.moe.fused_moe_reference`.
-
-    validate: check expert ids on the host (a sync). Default: yes, except under CUDA-graph capture, where
-    an out-of-range id instead turns its token's output row into NaN inside the kernel.
-    path: force one of PATHS (benchmarks and tests); default by `pairs_max_t` and `DECODE_MAX_PAIRS`.
-    prefetch: the next kernel's weight (the engine's next layer's first projection), which the pair kernel may ask L2
-    for while it waits for the router (`moe_pairs.pairs_next_pf_bytes`); a hint, nothing else changes.
-    """
-    capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
-    check_moe_args(x, w13, w2, topk_weights, topk_ids, shared, check_ids=(not capturing) if validate is None else validate)
+def _checked(x, w13, w2, topk_weights, topk_ids, shared, out, check_ids: bool) -> torch.Tensor:
+    """The kernels' argument checks (one-line errors naming what is wrong); returns out, made if None."""
+    check_moe_args(x, w13, w2, topk_weights, topk_ids, shared, check_ids=check_ids)
     check_device(x, "fused_moe: x")
     T, H = x.shape
     for name, t in (("x", x), ("w13", w13), ("w2", w2)):
@@ -77,6 +68,22 @@ def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, vali
         out = torch.empty(T, H, dtype=x.dtype, device=x.device)
     elif out.shape != (T, H) or out.dtype != x.dtype or out.device != x.device or out.stride(-1) != 1:
         raise ValueError(f"out must be [{T}, {H}] {x.dtype} on {x.device}, contiguous in its last dimension")
+    return out
+
+
+def fused_moe(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, validate: bool | None = None,
+              path: str | None = None, prefetch: torch.Tensor | None = None):
+    """Fused routed-SwiGLU MoE; contract as `moelab.ops.moe.fused_moe_reference`.
+
+    validate: check expert ids on the host (a sync). Default: yes, except under CUDA-graph capture, where
+    an out-of-range id instead turns its token's output row into NaN inside the kernel.
+    path: force one of PATHS (benchmarks and tests); default by `pairs_max_t` and `DECODE_MAX_PAIRS`.
+    prefetch: the next kernel's weight (the engine's next layer's first projection), which the pair kernel may ask L2
+    for while it waits for the router (`moe_pairs.pairs_next_pf_bytes`); a hint, nothing else changes.
+    """
+    capturing = x.is_cuda and torch.cuda.is_current_stream_capturing()
+    out = _checked(x, w13, w2, topk_weights, topk_ids, shared, out, (not capturing) if validate is None else validate)
+    T = x.shape[0]
     if T == 0:
         return out
     pairs = T * topk_ids.shape[1]
@@ -111,6 +118,16 @@ def moe_block(x, router_logits, w13, w2, k: int, renormalize: bool = True, share
     if router_logits.dim() != 2 or router_logits.shape[0] != x.shape[0] or router_logits.shape[1] != w13.shape[0]:
         raise ValueError(f"router_logits must be [T={x.shape[0]}, E={w13.shape[0]}], got {tuple(router_logits.shape)}")
     _check_route_args(router_logits, k, "softmax", None, 1, 1)
+    if router_logits.device != x.device:
+        raise ValueError(f"router_logits is on {router_logits.device}, x on {x.device}: both must be on one device")
+    from moelab.kernels.moe_pairs import moe_pairs, pairs_route_in
+    if x.shape[0] == 1 and shared is None and router_logits.stride(-1) == 1 and pairs_route_in(1, w2.shape[-1], False):
+        # One launch: the pair kernel routes the token itself (moe_pairs.PAIRS_ROUTE_IN).
+        w = torch.empty(1, k, dtype=torch.float32, device=x.device)
+        ids = torch.empty(1, k, dtype=torch.int32, device=x.device)
+        out = _checked(x, w13, w2, w, ids, None, out, False)
+        check_device(router_logits, "moe_block: router_logits")
+        return moe_pairs(x, w13, w2, w, ids, out=out, logits=router_logits, renormalize=renormalize), w, ids
     w, ids = route(router_logits, k, "softmax", renormalize)
     # The ids are the route kernel's own, in range by construction: no host check (a sync per call, which in eager
     # use leaves the GPU idle while the next launches are prepared; the kernels still NaN a token with a bad id).

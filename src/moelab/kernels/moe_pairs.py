@@ -29,6 +29,7 @@ from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_int, i
 from moelab.kernels.attention import sm_count
 from moelab.kernels.moe_decode import _swiglu_rows, _wait_all_geq, _wait_geq, spin_asm
 from moelab.kernels.probe import now_ns, sm_id
+from moelab.kernels.route import _route_rows
 
 
 @triton.jit
@@ -96,6 +97,10 @@ def _moe_pairs_kernel(
     DIRECT: tl.constexpr = False,  # T=1, no shared expert: phase 2 without partials (see `pairs_direct`)
     I_PAD: tl.constexpr = 1,  # DIRECT: next_pow2(I), the w2 tile's columns
     LD_ACQ: tl.constexpr = False,  # DIRECT: poll with ld.acquire (inline PTX: the GPU only)
+    lg_ptr=None,  # ROUTE_IN: the router logits [1, E]
+    ROUTE_IN: tl.constexpr = False,  # DIRECT only: every program routes the token itself (see `pairs_route_in`)
+    E_PAD: tl.constexpr = 1,  # ROUTE_IN: next_pow2(E)
+    RENORM: tl.constexpr = True,  # ROUTE_IN: renormalise the top-k probabilities
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
@@ -133,7 +138,21 @@ def _moe_pairs_kernel(
     hb = q % N_HBLK
     is_shared = s >= P
     t = tl.where(is_shared, s - P, s // K)
-    if PHASE == 2:
+    if ROUTE_IN:
+        # Softmax top-k of the token's E logits in every program (the route kernel's code, its bitonic top-k), so
+        # no route launch precedes this one; program 0 stores the weights and ids for the caller. (Read from L2: in
+        # the two-kernel form phase 2 has no wait of its own.)
+        offs_e = tl.arange(0, E_PAD)
+        lg = tl.load(lg_ptr + offs_e[None, :], mask=(offs_e < E)[None, :], other=-float("inf"),
+                     cache_modifier=".cg").to(tl.float32)
+        r_w, r_id = _route_rows(lg, offs_e, offs_e < E, tw_ptr, 1.0, K, K_PAD, E_PAD, 0, RENORM, False, 1, 1, True)
+        kk = tl.arange(0, K_PAD)[None, :]
+        if pid == 0:
+            tl.store(tw_ptr + kk, r_w, mask=kk < K)
+            tl.store(tid_ptr + kk, r_id, mask=kk < K)
+        e = tl.sum(tl.where(kk == tl.minimum(s, P - 1), r_id, 0))
+        route_w = tl.sum(tl.where(kk == tl.minimum(s, P - 1), r_w, 0.0))
+    elif PHASE == 2:
         # No wait before these (the router ended before this kernel was released, stage DH): read them from L2, the
         # GPU's point of coherence, never from a line an earlier kernel left in this SM's L1.
         e = tl.load(tid_ptr + tl.minimum(s, P - 1), cache_modifier=".cg")
@@ -177,14 +196,20 @@ def _moe_pairs_kernel(
         hmask = offs_h < H
         offs_j = tl.arange(0, K_PAD)
         jmask = offs_j < K
-        ids = tl.load(tid_ptr + offs_j, mask=jmask, other=0, cache_modifier=".cg")
+        if ROUTE_IN:
+            ids = tl.reshape(r_id, (K_PAD,))
+        else:
+            ids = tl.load(tid_ptr + offs_j, mask=jmask, other=0, cache_modifier=".cg")
         bad = tl.max((((ids < 0) | (ids >= E)) & jmask).to(tl.int32), axis=0) > 0
         ev = tl.where((ids < 0) | (ids >= E), 0, ids).to(tl.int64)
         offs_c = tl.arange(0, I_PAD)
         w = tl.load(w2_ptr + ev[:, None, None] * s_w2e + offs_h[None, :, None] * s_w2r + offs_c[None, None, :],
                     mask=jmask[:, None, None] & hmask[None, :, None] & (offs_c < I)[None, None, :], other=0.0,
                     eviction_policy="evict_first")  # in flight before we wait
-        tw = tl.load(tw_ptr + offs_j, mask=jmask, other=0.0, cache_modifier=".cg").to(tl.float32)
+        if ROUTE_IN:
+            tw = tl.reshape(r_w, (K_PAD,))
+        else:
+            tw = tl.load(tw_ptr + offs_j, mask=jmask, other=0.0, cache_modifier=".cg").to(tl.float32)
         I_ready = _wait_all_geq(cnt_ptr + tl.where(jmask, offs_j, 0) * CS, tl.cdiv(I, BLOCK_I), I, SPIN_ASM, LD_ACQ)
         # Counted out as soon as it has seen the slots (not after its output): this program reads no counter again,
         # so the last to count may reset them while the others still compute, and the count's trip to L2 overlaps
@@ -329,9 +354,11 @@ PAIRS_NEXT_PF_MAX_T = 8
 # passes): 12.03 → **10.58 µs** (…-direct-…T0943; the kernel alone 10.61 → 8.61, probe-timeline-…T094403: the slots
 # seen at 7.0, the end at 8.25). The first form, waiting for the slots one after another, lost (12.04 → 13.64,
 # …T0933), and a vector poll with an acquire after it won only 0.3 µs (…T0938). 8-output blocks 10.97 µs, 32
-# (spilling) 11.93; phase-1 tiles under it (…T0950) 2 × 2048 10.42, 4 × 2048 10.77, 8 × 1024 11.40 against 4 × 1024's
+# (spilling) 11.93; phase-1 tiles under it (…T0946) 2 × 2048 10.42, 4 × 2048 10.77, 8 × 1024 11.40 against 4 × 1024's
 # 10.55, and two kernels 10.66: the tiles stay. On by default where it applies ($MOELAB_PAIRS_DIRECT=0: off);
-# registers bound it to narrow experts (PAIRS_DIRECT_MAX_I; I=256 at 8-output blocks is unmeasured).
+# registers bound it to narrow experts (PAIRS_DIRECT_MAX_I): at Qwen3-30B-A3B's tp=4 shard (I=192, padded to 256)
+# 8-output blocks (168 registers, 396 of 640 programs resident) lost, 14.13 → 15.44 µs, and 4-output ones 21.73
+# (H100, sweep_moe.py --shapes shard30 --direct, …-direct-shard30-…T1000; predicted a tie or a loss).
 PAIRS_DIRECT_MAX_I = 128
 PAIRS_DIRECT_BLOCK_H = 16
 
@@ -340,6 +367,22 @@ def pairs_direct(T: int, I: int, shared: bool) -> bool:
     """Whether phase 2 runs without partials (DIRECT): one token, no shared expert, experts at most
     PAIRS_DIRECT_MAX_I wide, unless $MOELAB_PAIRS_DIRECT (read at launch) is 0."""
     return T == 1 and not shared and I <= PAIRS_DIRECT_MAX_I and bool(env_int("MOELAB_PAIRS_DIRECT", 1))
+
+
+# Routing inside the pair kernel at T=1 under DIRECT (ROUTE_IN, session 42): `moe_block`'s route launch gone, every
+# program computing the token's softmax top-k itself (the route kernel's bitonic `tl.topk` over E int64 keys) before its
+# first weight load. Session 2 lost with this (+1.9 µs at Qwen3-30B-A3B T=1: k serial arg-max rounds in each of ~800
+# programs, before the bitonic top-k existed). The tp=4 shard's route costs 1.97 µs of its 10.58 (H100: route + experts
+# against the experts alone, sweep-moe-block-direct-…T0943 and probe-timeline-…T094403). Predicted −0.5..−1 µs there.
+# Off until measured ($MOELAB_PAIRS_ROUTE_IN=1); only `moe_block` (routing from logits) can take it: the engine routes
+# in its router's launch.
+PAIRS_ROUTE_IN = 0
+
+
+def pairs_route_in(T: int, I: int, shared: bool) -> bool:
+    """Whether `moe_block` routes inside the pair kernel: where DIRECT runs and $MOELAB_PAIRS_ROUTE_IN (read at
+    launch) is on."""
+    return pairs_direct(T, I, shared) and bool(env_int("MOELAB_PAIRS_ROUTE_IN", PAIRS_ROUTE_IN))
 
 
 def pairs_two(T: int, I: int, shared: bool) -> bool:
@@ -415,9 +458,11 @@ def pairs_next_pf_bytes(T: int) -> int:
 
 
 def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: dict | None = None, probe=None,
-              prefetch: torch.Tensor | None = None):
+              prefetch: torch.Tensor | None = None, logits: torch.Tensor | None = None, renormalize: bool = True):
     """Launcher: args already checked by `moelab.kernels.moe.fused_moe`. Returns out[T, H]. `probe`, for
-    benchmarks/probe_timeline.py: an int64 CUDA buffer of ≥ 4 values per program, filled with per-program timestamps."""
+    benchmarks/probe_timeline.py: an int64 CUDA buffer of ≥ 4 values per program, filled with per-program timestamps.
+    `logits` (ROUTE_IN, DIRECT only: [1, E], contiguous): the kernel routes the token itself (softmax top-k,
+    `renormalize`) and writes topk_weights (fp32) and topk_ids (int32) [1, k] for the caller instead of reading them."""
     T, H = x.shape
     E, I2, _ = w13.shape
     I = I2 // 2
@@ -442,6 +487,12 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     cfg.setdefault("pf_on", 0 if env_int("MOELAB_PAIRS_SHARED_PF_DRY", 0) else 1)
     direct = bool(cfg.pop("DIRECT", pairs_direct(T, I, shared is not None)))
     block_hd = cfg.pop("BLOCK_HD", PAIRS_DIRECT_BLOCK_H)
+    if logits is not None and not direct:
+        raise ValueError("routing inside the pair kernel (logits) needs DIRECT: one token, no shared expert")
+    if logits is not None and (tuple(logits.shape) != (1, E) or logits.stride(-1) != 1
+                               or topk_weights.dtype != torch.float32 or topk_ids.dtype != torch.int32):
+        raise ValueError(f"logits must be [1, E={E}] contiguous, with fp32 weights and int32 ids to write; got "
+                         f"{tuple(logits.shape)}, {topk_weights.dtype}, {topk_ids.dtype}")
     if direct:
         if T != 1 or shared is not None:
             raise ValueError(f"DIRECT takes one token and no shared expert, got T={T}"
@@ -460,9 +511,10 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     act = torch.empty(n_slots, i_max, dtype=x.dtype, device=x.device)
     part = torch.empty(n_slots, H, dtype=torch.float32, device=x.device)
     gw = torch.empty(T, dtype=torch.float32, device=x.device)
-    ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
+    ids = topk_ids if logits is not None else (topk_ids if topk_ids.dtype == torch.int32
+                                               else topk_ids.to(torch.int32)).contiguous()
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
-    args = (x, w13, w2, topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
+    args = (x, w13, w2, topk_weights if logits is not None else topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
             act, part, gw, counters(x.device, (n_slots + n_hblk + 1) * cs, "moe"), out, probe if probe is not None else x,
             H, I, IS, E, i_max,
             x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0))
@@ -471,6 +523,8 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
                 HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger,
                 USE_PDL=pdl, PROBE=probe is not None, CS=cs, DIRECT=direct, I_PAD=next_pow2(I),
                 LD_ACQ=direct and not interpreting(), num_warps=num_warps,
+                **(dict(lg_ptr=logits, ROUTE_IN=True, E_PAD=next_pow2(E), RENORM=bool(renormalize))
+                   if logits is not None else {}),
                 **({"launch_pdl": True} if pdl else {}), **cfg)
     # From PAIRS_TWO_MIN_T tokens the phases are two kernels, so phase 1 is compiled alone (96 registers at the T=1
     # tile, sm_90, Triton 3.6: 5 programs an SM) instead of under phase 2's 230 (2 an SM). Phase 2 is PDL-launched
