@@ -1582,10 +1582,13 @@ case "${1:?stage A to G}" in
     run bench-shard 120 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1 --samples 10 --save
     run sweep-direct 150 python benchmarks/sweep_moe.py --mode block --shapes shard --tokens 1 --direct --samples 15
     ;;
-  GJ) # session 42: routing inside the pair kernel under DIRECT (ROUTE_IN, MOELAB_PAIRS_ROUTE_IN; predicted the shard
-      # T=1 -0.5..-1 µs against DIRECT after the route kernel). Its GPU tests, then the block sweep (~1.5 minutes).
-    run gpu-tests 120 python -m pytest tests/kernels/test_moe.py -k "direct or routing_inside or routing_needs or route" -q -p no:cacheprovider --tb=short -rf
-    run sweep-direct 150 python benchmarks/sweep_moe.py --mode block --shapes shard --tokens 1 --direct --samples 15
+  GK) # session 42 (prepared for an H200; the session's device time ran out before GJ): issue 3's shard line with DIRECT
+      # (H100 10.5 µs; predicted on the H200 10.6 -> ~9.3), the block sweep with ROUTE_IN (GJ's, unmeasured) and DIRECT
+      # with the shared expert (shard35, unmeasured), the MoE GPU tests in bf16 on the H200 (DIRECT with a shared
+      # expert and ROUTE_IN have never run on a GPU). ~5 minutes. Then GG (~7) if the budget allows.
+    run bench-shard 120 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
+    run sweep-direct 150 python benchmarks/sweep_moe.py --mode block --shapes shard,shard35 --tokens 1 --direct --samples 15
+    run gpu-tests 240 python -m pytest tests/kernels/test_moe.py tests/kernels/test_moe_custom_op.py -q -p no:cacheprovider --tb=short -rf
     ;;
   AF) # batch 8-16: the census MoE kernel's pipeline depth and K chunks of 32 (never swept: num_stages was always
       # Triton's 3, and chunks of 64 beat 128 by 25-30 %); the tensor-core linear's tiles at T=8

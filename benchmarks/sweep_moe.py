@@ -264,7 +264,13 @@ def main() -> None:
                         # with a light phase 2, T=1 −0.5..−1.5 µs against the default.
                         grid += [dict(ROUTE="kernel", TWO_ENV=two, BLOCK_H=bh, BLOCK_K2=bk2)
                                  for two in (1, 0) for bh, bk2 in ((16, 256), (32, 128), (16, 128))]
-                if a.direct and T == 1 and not SI and I > 128:
+                if a.direct and T == 1 and SI and max(I, SI) <= 128:
+                    # DIRECT with the shared expert (Qwen3.5-35B-A3B's tp=4 shard, shard35; moe_pairs.PAIRS_DIRECT_SHARED):
+                    # 16-output blocks 168 registers (3 an SM: 396 resident of 416 programs), 8 124 (4: 528 of 544).
+                    # Predicted −1..−1.5 µs against the default (12.0 µs on the H200), and routing inside −0.5..−1 more.
+                    grid = [dict(ROUTE="kernel"), *(dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=bh) for bh in (8, 16)),
+                            dict(ROUTE="in", DIRECT=True, BLOCK_HD=16)]
+                elif a.direct and T == 1 and not SI and I > 128:
                     # Wider than PAIRS_DIRECT_MAX_I (Qwen3-30B-A3B's tp=4 shard, I=192 padded to 256): 8-output blocks
                     # 168 registers (3 an SM: 396 resident of 640 programs), 16 spill. Predicted a tie or a loss.
                     grid = [dict(ROUTE="kernel"), *(dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=bh) for bh in (4, 8))]

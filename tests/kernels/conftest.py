@@ -342,11 +342,15 @@ for _name in [n_ for n_, j_ in SM90_JOBS.items() if j_[1] == "_moe_pairs_kernel"
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name] = (_module, _kernel, _types, {"SHARED_PF": False, "N_PF": 128,
                                                     "NEXT_PF": False, "DIRECT": False, "I_PAD": 1, "LD_ACQ": False,
-                                                    "ROUTE_IN": False, "E_PAD": 1, "RENORM": True, **_consts}, *_rest)
+                                                    "ROUTE_IN": False, "E_PAD": 1, "RENORM": True, "IS_PAD": 1, **_consts}, *_rest)
 # DIRECT routing the token in every program (ROUTE_IN, moe_block at T=1): softmax top-8 of the shard's 256 logits.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_direct"]
 SM90_JOBS["moe_pairs_direct_route"] = (_module, _kernel, dict(_types, lg_ptr="*fp32"),
                                        dict(_consts, ROUTE_IN=True, E_PAD=256), *_rest)
+# DIRECT with Qwen3.5-35B-A3B's shared expert at the tp=4 shard (IS=128): nine slots, the shared one last.
+SM90_JOBS["moe_pairs_direct_shared"] = (_module, _kernel, _types,
+                                        dict(_consts, HAS_SHARED=True, SHARED_GATE=True, N_SLOTS=9, S_PAD=16, N1=288,
+                                             IS_PAD=128), *_rest)
 # The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
 for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]

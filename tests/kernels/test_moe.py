@@ -710,52 +710,57 @@ def test_pairs_in_two_launches_give_the_one_launch_output_bitwise(shared, monkey
     assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
 
 
+@pytest.mark.parametrize("shared", [None, (40, True), (56, False)])
 @pytest.mark.parametrize("two", ["0", "1"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_pairs_direct_matches_the_reference(dtype, two, monkeypatch):
+def test_pairs_direct_matches_the_reference(dtype, two, shared, monkeypatch):
     """DIRECT (T=1, phase 2 without partials: every output block sums all k slots in registers) against the fp32
-    reference over seeds, odd widths (I=48: a w2 tile with masked columns; H=96 over 16-output blocks of which the
+    reference over seeds, odd widths (I=48: a w2 tile with masked columns; H=88 over 16-output blocks of which the
     last is part-masked), a repeated expert id, an out-of-range id (that token's row NaN), in one kernel and in two;
-    bitwise the same on a second call, and the counters zero again after each."""
+    bitwise the same on a second call, and the counters zero again after each. With a shared expert narrower or wider
+    than the routed ones (its slot's counter then has another target), gated by sigmoid(gate · x) or not."""
     from moelab.kernels import counters
     from moelab.kernels.moe_pairs import moe_pairs
     monkeypatch.setenv("MOELAB_PAIRS_TWO", two)
     E, H, I, k = 16, 88, 48, 4
     cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=64, BLOCK_K2=64, num_warps=4, DIRECT=True, BLOCK_HD=16)
     for seed in range(6):
-        x, w13, w2, w, ids, _ = make(1, E, H, I, k, dtype, seed=seed)
+        x, w13, w2, w, ids, sh = make(1, E, H, I, k, dtype, seed=seed, shared=shared)
         if seed == 4:
             ids[0, 2] = ids[0, 1]  # the same expert in two slots
-        a = moe_pairs(x, w13, w2, w, ids, out=poisoned(1, H, dtype), config=cfg)
+        a = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, H, dtype), config=cfg)
         assert int(counters(x.device, 1, "moe").abs().sum()) == 0
-        assert rel(a, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[dtype], f"seed {seed}"
-        assert torch.equal(a, moe_pairs(x, w13, w2, w, ids, out=poisoned(1, H, dtype), config=cfg))
+        assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[dtype], f"seed {seed}"
+        assert torch.equal(a, moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, H, dtype), config=cfg))
     ids[0, 3] = E  # out of range: the kernel stays in bounds and poisons the token
-    assert torch.isnan(moe_pairs(x, w13, w2, w, ids, out=torch.zeros(1, H, dtype=dtype, device=DEV), config=cfg)).all()
+    assert torch.isnan(moe_pairs(x, w13, w2, w, ids, sh, out=torch.zeros(1, H, dtype=dtype, device=DEV), config=cfg)).all()
     assert int(counters(x.device, 1, "moe").abs().sum()) == 0
 
 
-@pytest.mark.parametrize("k,renormalize", [(4, True), (4, False), (1, True)])
-def test_moe_block_routing_inside_the_pair_kernel_is_the_two_launch_result_bitwise(k, renormalize, monkeypatch):
+@pytest.mark.parametrize("k,renormalize,shared", [(4, True, None), (4, False, None), (1, True, None), (4, True, (40, True))])
+def test_moe_block_routing_inside_the_pair_kernel_is_the_two_launch_result_bitwise(k, renormalize, shared, monkeypatch):
     """ROUTE_IN ($MOELAB_PAIRS_ROUTE_IN=1: `moe_block` at T=1 in one launch, every pair-kernel program routing the token
     itself) gives the route kernel's weights and ids and the two-launch output, bitwise, with and without
-    renormalising and at k=1 (the rounds, not the bitonic top-k); and the reference's output within tolerance."""
+    renormalising, at k=1 (the rounds, not the bitonic top-k) and with a shared expert; and the reference's output
+    within tolerance."""
     from moelab.kernels import counters
     from moelab.kernels.moe import moe_block
     from moelab.ops.moe import moe_block_reference
     E, H, I = 16, 88, 48
+    monkeypatch.setenv("MOELAB_PAIRS_DIRECT_SHARED", "1")
     dtype = torch.float16 if DEV == "cpu" else torch.bfloat16
     for seed in range(3):
-        x, w13, w2, _, _, _ = make(1, E, H, I, k, dtype, seed=seed)
+        x, w13, w2, _, _, sh = make(1, E, H, I, k, dtype, seed=seed, shared=shared)
         lg = torch.randn(1, E, generator=torch.Generator().manual_seed(seed + 50)).to(DEV)
         monkeypatch.setenv("MOELAB_PAIRS_ROUTE_IN", "0")
-        two = moe_block(x, lg, w13, w2, k, renormalize, out=poisoned(1, H, dtype))
+        two = moe_block(x, lg, w13, w2, k, renormalize, sh, out=poisoned(1, H, dtype))
         monkeypatch.setenv("MOELAB_PAIRS_ROUTE_IN", "1")
-        one = moe_block(x, lg, w13, w2, k, renormalize, out=poisoned(1, H, dtype))
+        one = moe_block(x, lg, w13, w2, k, renormalize, sh, out=poisoned(1, H, dtype))
         for a, b, name in zip(one, two, ("out", "weights", "ids")):
             assert torch.equal(a, b), name
         assert int(counters(x.device, 1, "moe").abs().sum()) == 0
-        ref = moe_block_reference(x.float(), lg, w13.float(), w2.float(), k, renormalize)[0]
+        ref = moe_block_reference(x.float(), lg, w13.float(), w2.float(), k, renormalize,
+                                  None if sh is None else tuple(t_ if t_ is None else t_.float() for t_ in sh))[0]
         assert rel(one[0], ref) <= TOL[dtype]
 
 
@@ -773,16 +778,20 @@ def test_pairs_direct_is_chosen_only_where_it_applies(monkeypatch):
     something else."""
     from moelab.kernels.moe_pairs import PAIRS_DIRECT_MAX_I, moe_pairs, pairs_direct
     monkeypatch.setenv("MOELAB_PAIRS_DIRECT", "0")
-    assert not pairs_direct(1, 128, False)
+    assert not pairs_direct(1, 128)
     monkeypatch.delenv("MOELAB_PAIRS_DIRECT")
-    assert pairs_direct(1, PAIRS_DIRECT_MAX_I, False)
-    assert not pairs_direct(2, 128, False) and not pairs_direct(1, 128, True)
-    assert not pairs_direct(1, 2 * PAIRS_DIRECT_MAX_I, False)
-    x, w13, w2, w, ids, sh = make(2, 8, 64, 32, 2, torch.float32, shared=(32, True))
+    assert pairs_direct(1, PAIRS_DIRECT_MAX_I)
+    assert not pairs_direct(2, 128) and not pairs_direct(1, 2 * PAIRS_DIRECT_MAX_I)
+    monkeypatch.delenv("MOELAB_PAIRS_DIRECT_SHARED", raising=False)
+    assert not pairs_direct(1, 128, 128)  # with a shared expert: off by default
+    monkeypatch.setenv("MOELAB_PAIRS_DIRECT_SHARED", "1")
+    assert pairs_direct(1, 128, 128) and not pairs_direct(1, 128, 2 * PAIRS_DIRECT_MAX_I)
+    x, w13, w2, w, ids, _ = make(2, 8, 64, 32, 2, torch.float32)
     with pytest.raises(ValueError, match="DIRECT takes one token"):
         moe_pairs(x, w13, w2, w, ids, out=poisoned(2, 64, x.dtype), config=dict(DIRECT=True))
-    with pytest.raises(ValueError, match="shared expert"):
-        moe_pairs(x[:1], w13, w2, w[:1], ids[:1], sh, out=poisoned(1, 64, x.dtype), config=dict(DIRECT=True))
+    x, w13, w2, w, ids, sh = make(1, 8, 64, 32, 2, torch.float32, shared=(2 * PAIRS_DIRECT_MAX_I, True))
+    with pytest.raises(ValueError, match="shared I=256"):
+        moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, 64, x.dtype), config=dict(DIRECT=True))
 
 
 @pytest.mark.parametrize("T,two", [(1, "0"), (1, "1"), (3, "1")])
@@ -1089,8 +1098,9 @@ def test_spin_sleep_is_refused_under_the_interpreter_and_checked():
 
 def test_pairs_direct_compiles_for_sm90(sm90):
     """DIRECT at the tp=4 shard's T=1 launch compiles for sm_90 (Triton's compiler, not the interpreter), with the PDL
-    wait, the backoff and the ld.acquire of its one vector poll; so does its form routing the token itself."""
-    for name in ("moe_pairs_direct", "moe_pairs_direct_route"):
+    wait, the backoff and the ld.acquire of its one vector poll; so do its forms routing the token itself and with a
+    shared expert."""
+    for name in ("moe_pairs_direct", "moe_pairs_direct_route", "moe_pairs_direct_shared"):
         job = sm90[name]
         assert "error" not in job, (name, job.get("error"))
         assert "griddepcontrol.wait" in job["ptx"] and "nanosleep" in job["ptx"] and "ld.acquire.gpu" in job["ptx"]

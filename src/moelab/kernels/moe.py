@@ -121,13 +121,14 @@ def moe_block(x, router_logits, w13, w2, k: int, renormalize: bool = True, share
     if router_logits.device != x.device:
         raise ValueError(f"router_logits is on {router_logits.device}, x on {x.device}: both must be on one device")
     from moelab.kernels.moe_pairs import moe_pairs, pairs_route_in
-    if x.shape[0] == 1 and shared is None and router_logits.stride(-1) == 1 and pairs_route_in(1, w2.shape[-1], False):
+    IS = shared[1].shape[-1] if shared is not None and len(shared) == 3 and shared[1].dim() == 2 else 0
+    if x.shape[0] == 1 and router_logits.stride(-1) == 1 and pairs_route_in(1, w2.shape[-1], IS):
         # One launch: the pair kernel routes the token itself (moe_pairs.PAIRS_ROUTE_IN).
         w = torch.empty(1, k, dtype=torch.float32, device=x.device)
         ids = torch.empty(1, k, dtype=torch.int32, device=x.device)
-        out = _checked(x, w13, w2, w, ids, None, out, False)
+        out = _checked(x, w13, w2, w, ids, shared, out, False)
         check_device(router_logits, "moe_block: router_logits")
-        return moe_pairs(x, w13, w2, w, ids, out=out, logits=router_logits, renormalize=renormalize), w, ids
+        return moe_pairs(x, w13, w2, w, ids, shared, out=out, logits=router_logits, renormalize=renormalize), w, ids
     w, ids = route(router_logits, k, "softmax", renormalize)
     # The ids are the route kernel's own, in range by construction: no host check (a sync per call, which in eager
     # use leaves the GPU idle while the next launches are prepared; the kernels still NaN a token with a bad id).

@@ -74,15 +74,15 @@ def _wait_all_geq(ptrs, target, n, SPIN_ASM: tl.constexpr, LD_ACQ: tl.constexpr)
     L2 a poll, not 2·K in all (the pair kernel's DIRECT phase 2, which waits for all k slots: waiting for them one
     after another took its readiness from 6.75 to 9.0 µs at the tp=4 shard, H100, probe-timeline-…T093316). With
     LD_ACQ (the GPU) the polls are `ld.acquire.gpu` loads, so the last poll is the acquire and no trip follows it;
-    without (the interpreter), plain volatile polls and one vector acquire after them. Masked-out lanes must point at
-    a counter that reaches target (the caller repeats a real one)."""
+    without (the interpreter), plain volatile polls and one vector acquire after them. `target` is a scalar or one
+    value a lane; a lane past the real counters points at a real one, with a target it reaches (0)."""
     if LD_ACQ:
         v = tl.inline_asm_elementwise("ld.acquire.gpu.global.b32 $0, [$1];", "=r,l", [ptrs], dtype=tl.int32,
                                       is_pure=False, pack=1)
     else:
         v = tl.load(ptrs, volatile=True)
-    m = tl.min(v, axis=0)
-    while m < target:
+    m = tl.min(v - target, axis=0)
+    while m < 0:
         if SPIN_ASM != "":
             m = tl.inline_asm_elementwise(SPIN_ASM, "=r,r", [m], dtype=tl.int32, is_pure=False, pack=1)
         if LD_ACQ:
@@ -90,11 +90,11 @@ def _wait_all_geq(ptrs, target, n, SPIN_ASM: tl.constexpr, LD_ACQ: tl.constexpr)
                                           is_pure=False, pack=1)
         else:
             v = tl.load(ptrs, volatile=True)
-        m = tl.min(v, axis=0)
+        m = tl.min(v - target, axis=0)
     if not LD_ACQ:
-        m = tl.min(tl.atomic_add(ptrs, tl.zeros_like(v), sem="acquire", scope="gpu"), axis=0)
+        m = tl.min(tl.atomic_add(ptrs, tl.zeros_like(v), sem="acquire", scope="gpu") - target, axis=0)
     tl.debug_barrier()  # what each thread acquired, every thread of the program may read
-    return tl.where(m >= target, n, 0)
+    return tl.where(m >= 0, n, 0)
 
 
 @triton.jit

@@ -15,8 +15,8 @@ phase only, so phase 1 is not held to phase 2's registers; phase 2 still polls p
   * the last slot to finish a block of outputs sums its partials in (token, top-k) order — bitwise
     deterministic — and the last block resets the counters (no memset launch).
 The shared expert, if any, is one more slot per token, weighted by sigmoid(shared_gate · x[t]).
-At T=1 without a shared expert and for narrow experts (`pairs_direct`), phase 2 has no partials: a program of BLOCK_H
-outputs holds every slot's w2 rows, waits for all the slots, and stores the weighted sum itself (DIRECT).
+At T=1 for narrow experts (`pairs_direct`), phase 2 has no partials: a program of BLOCK_H outputs holds every slot's
+w2 rows, waits for all the slots, and stores the weighted sum itself (DIRECT).
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ def _moe_pairs_kernel(
     NEXT_PF: tl.constexpr = False,  # with USE_PDL: the first phase-1 blocks ask L2 for next_bytes of it before the wait
     DIRECT: tl.constexpr = False,  # T=1, no shared expert: phase 2 without partials (see `pairs_direct`)
     I_PAD: tl.constexpr = 1,  # DIRECT: next_pow2(I), the w2 tile's columns
+    IS_PAD: tl.constexpr = 1,  # DIRECT with a shared expert: next_pow2(IS)
     LD_ACQ: tl.constexpr = False,  # DIRECT: poll with ld.acquire (inline PTX: the GPU only)
     lg_ptr=None,  # ROUTE_IN: the router logits [1, E]
     ROUTE_IN: tl.constexpr = False,  # DIRECT only: every program routes the token itself (see `pairs_route_in`)
@@ -206,11 +207,20 @@ def _moe_pairs_kernel(
         w = tl.load(w2_ptr + ev[:, None, None] * s_w2e + offs_h[None, :, None] * s_w2r + offs_c[None, None, :],
                     mask=jmask[:, None, None] & hmask[None, :, None] & (offs_c < I)[None, None, :], other=0.0,
                     eviction_policy="evict_first")  # in flight before we wait
+        if HAS_SHARED:  # the shared expert's w2 rows too ([BLOCK_H, IS_PAD]), its slot the last (P)
+            offs_cs = tl.arange(0, IS_PAD)
+            ws = tl.load(sw2_ptr + offs_h[:, None] * IS + offs_cs[None, :],
+                         mask=hmask[:, None] & (offs_cs < IS)[None, :], other=0.0, eviction_policy="evict_first")
         if ROUTE_IN:
             tw = tl.reshape(r_w, (K_PAD,))
         else:
             tw = tl.load(tw_ptr + offs_j, mask=jmask, other=0.0, cache_modifier=".cg").to(tl.float32)
-        I_ready = _wait_all_geq(cnt_ptr + tl.where(jmask, offs_j, 0) * CS, tl.cdiv(I, BLOCK_I), I, SPIN_ASM, LD_ACQ)
+        # Every slot's counter at once (routed slots count I's blocks, the shared slot IS's); lanes past the slots
+        # read slot 0's with nothing to wait for.
+        offs_w = tl.arange(0, S_PAD)
+        wmask = offs_w < N_SLOTS
+        target = tl.where(wmask, tl.where(offs_w < P, tl.cdiv(I, BLOCK_I), tl.cdiv(IS, BLOCK_I)), 0)
+        I_ready = _wait_all_geq(cnt_ptr + tl.where(wmask, offs_w, 0) * CS, target, I, SPIN_ASM, LD_ACQ)
         # Counted out as soon as it has seen the slots (not after its output): this program reads no counter again,
         # so the last to count may reset them while the others still compute, and the count's trip to L2 overlaps
         # the activations' load below.
@@ -221,10 +231,15 @@ def _moe_pairs_kernel(
                     other=0.0, cache_modifier=".cg").to(tl.float32)  # [K_PAD, I_PAD]
         y = tl.sum(w.to(tl.float32) * a[:, None, :], axis=2)  # [K_PAD, BLOCK_H]
         o = tl.sum(y * tw[:, None], axis=0)
+        if HAS_SHARED:  # + sigmoid(gate · x) (stored by the shared slot's block 0 before its release) × shared down
+            a_s = tl.load(act_ptr + P * I_MAX + offs_cs, mask=offs_cs < tl.where(I_ready > 0, IS, 0), other=0.0,
+                          cache_modifier=".cg").to(tl.float32)
+            g = tl.load(gw_ptr, mask=I_ready > 0, other=0.0, cache_modifier=".cg")
+            o += g * tl.sum(ws.to(tl.float32) * a_s[None, :], axis=1)
         o = tl.where(bad, float("nan"), o)
         tl.store(out_ptr + offs_h, o.to(out_ptr.dtype.element_ty), mask=hmask)
         if done == N_HBLK - 1:  # the last to count: every program has seen its slots, so the counters may go to 0
-            tl.store(cnt_ptr + offs_j * CS, tl.zeros((K_PAD,), dtype=tl.int32), mask=jmask)
+            tl.store(cnt_ptr + offs_w * CS, tl.zeros((S_PAD,), dtype=tl.int32), mask=wmask)
             tl.store(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 0)
     else:
         # ---------------- phase 2: down projection of one slot for BLOCK_H outputs ----------------
@@ -361,12 +376,21 @@ PAIRS_NEXT_PF_MAX_T = 8
 # (H100, sweep_moe.py --shapes shard30 --direct, …-direct-shard30-…T1000; predicted a tie or a loss).
 PAIRS_DIRECT_MAX_I = 128
 PAIRS_DIRECT_BLOCK_H = 16
+# With a shared expert (Qwen3.5-35B-A3B's tp=4 shard, IS=128; session 42, prepared after the device time ran out): its
+# slot joins the vector poll, its w2 rows ([BLOCK_H, next_pow2(IS)]) are requested before the wait beside the routed
+# ones, and its gate × its down projection is added in registers. 168 registers at 16-output blocks (as without it;
+# Triton 3.6, sm_90). Predicted the shard with its shared expert (12.0 µs with routing on the H200) −1..−1.5 µs, as
+# without it. Off until measured ($MOELAB_PAIRS_DIRECT_SHARED=1).
+PAIRS_DIRECT_SHARED = 0
 
 
-def pairs_direct(T: int, I: int, shared: bool) -> bool:
-    """Whether phase 2 runs without partials (DIRECT): one token, no shared expert, experts at most
-    PAIRS_DIRECT_MAX_I wide, unless $MOELAB_PAIRS_DIRECT (read at launch) is 0."""
-    return T == 1 and not shared and I <= PAIRS_DIRECT_MAX_I and bool(env_int("MOELAB_PAIRS_DIRECT", 1))
+def pairs_direct(T: int, I: int, IS: int = 0) -> bool:
+    """Whether phase 2 runs without partials (DIRECT): one token, experts at most PAIRS_DIRECT_MAX_I wide, unless
+    $MOELAB_PAIRS_DIRECT (read at launch) is 0; with a shared expert (IS > 0, its width) only one as narrow and with
+    $MOELAB_PAIRS_DIRECT_SHARED on."""
+    if IS and not (IS <= PAIRS_DIRECT_MAX_I and env_int("MOELAB_PAIRS_DIRECT_SHARED", PAIRS_DIRECT_SHARED)):
+        return False
+    return T == 1 and I <= PAIRS_DIRECT_MAX_I and bool(env_int("MOELAB_PAIRS_DIRECT", 1))
 
 
 # Routing inside the pair kernel at T=1 under DIRECT (ROUTE_IN, session 42): `moe_block`'s route launch gone, every
@@ -379,10 +403,10 @@ def pairs_direct(T: int, I: int, shared: bool) -> bool:
 PAIRS_ROUTE_IN = 0
 
 
-def pairs_route_in(T: int, I: int, shared: bool) -> bool:
+def pairs_route_in(T: int, I: int, IS: int = 0) -> bool:
     """Whether `moe_block` routes inside the pair kernel: where DIRECT runs and $MOELAB_PAIRS_ROUTE_IN (read at
     launch) is on."""
-    return pairs_direct(T, I, shared) and bool(env_int("MOELAB_PAIRS_ROUTE_IN", PAIRS_ROUTE_IN))
+    return pairs_direct(T, I, IS) and bool(env_int("MOELAB_PAIRS_ROUTE_IN", PAIRS_ROUTE_IN))
 
 
 def pairs_two(T: int, I: int, shared: bool) -> bool:
@@ -485,20 +509,21 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
         raise ValueError("SHARED_PF is inline PTX (sm_90 bulk prefetch): the Triton interpreter cannot run it")
     # The dry control: the same kernel (registers, occupancy, code) with every prefetch's size 0.
     cfg.setdefault("pf_on", 0 if env_int("MOELAB_PAIRS_SHARED_PF_DRY", 0) else 1)
-    direct = bool(cfg.pop("DIRECT", pairs_direct(T, I, shared is not None)))
+    IS = shared[1].shape[1] if shared is not None else 0
+    direct = bool(cfg.pop("DIRECT", pairs_direct(T, I, IS)))
     block_hd = cfg.pop("BLOCK_HD", PAIRS_DIRECT_BLOCK_H)
     if logits is not None and not direct:
-        raise ValueError("routing inside the pair kernel (logits) needs DIRECT: one token, no shared expert")
+        raise ValueError(f"routing inside the pair kernel (logits) needs DIRECT: one token, experts at most "
+                         f"{PAIRS_DIRECT_MAX_I} wide")
     if logits is not None and (tuple(logits.shape) != (1, E) or logits.stride(-1) != 1
                                or topk_weights.dtype != torch.float32 or topk_ids.dtype != torch.int32):
         raise ValueError(f"logits must be [1, E={E}] contiguous, with fp32 weights and int32 ids to write; got "
                          f"{tuple(logits.shape)}, {topk_weights.dtype}, {topk_ids.dtype}")
     if direct:
-        if T != 1 or shared is not None:
-            raise ValueError(f"DIRECT takes one token and no shared expert, got T={T}"
-                             f"{' and a shared expert' if shared is not None else ''}")
+        if T != 1 or max(I, IS) > PAIRS_DIRECT_MAX_I:
+            raise ValueError(f"DIRECT takes one token and experts (shared too) at most {PAIRS_DIRECT_MAX_I} wide, got "
+                             f"T={T}, I={I}{f', shared I={IS}' if IS else ''}")
         cfg["BLOCK_H"] = block_hd
-    IS = shared[1].shape[1] if shared is not None else 0
     i_max = max(I, IS)
     n_slots = T * k + (T if shared is not None else 0)
     n_iblk = cdiv(i_max, cfg["BLOCK_I"])
@@ -521,7 +546,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     meta = dict(T=T, K=k, K_PAD=next_pow2(k), T_PAD=next_pow2(T),
                 N_SLOTS=n_slots, S_PAD=next_pow2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
                 HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger,
-                USE_PDL=pdl, PROBE=probe is not None, CS=cs, DIRECT=direct, I_PAD=next_pow2(I),
+                USE_PDL=pdl, PROBE=probe is not None, CS=cs, DIRECT=direct, I_PAD=next_pow2(I), IS_PAD=next_pow2(max(IS, 1)),
                 LD_ACQ=direct and not interpreting(), num_warps=num_warps,
                 **(dict(lg_ptr=logits, ROUTE_IN=True, E_PAD=next_pow2(E), RENORM=bool(renormalize))
                    if logits is not None else {}),
