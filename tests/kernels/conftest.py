@@ -182,19 +182,6 @@ SM90_JOBS = {
                            "SPIN_ASM": "{ nanosleep.u32 256; mov.b32 $0, $1; }", "CS": 32, "PHASE": 0,
                            "TRIGGER": True, "USE_PDL": True},
                           ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"]),
-    # The tp=4 shard's T=1 launch (E=256, H=2048, I=128, k=8, no shared expert), phase 2 without partials (DIRECT).
-    "moe_pairs_direct": ("moe_pairs", "_moe_pairs_kernel",
-                         {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",
-                          "sw13_ptr": "*bf16", "sw2_ptr": "*bf16", "sgate_ptr": "*bf16", "act_ptr": "*bf16",
-                          "part_ptr": "*fp32", "gw_ptr": "*fp32", "cnt_ptr": "*i32", "out_ptr": "*bf16",
-                          "probe_ptr": "*i64"},
-                         {"PROBE": False,
-                          "T": 1, "K": 8, "K_PAD": 8, "T_PAD": 1, "N_SLOTS": 8, "S_PAD": 8, "N_IBLK": 32,
-                          "N_HBLK": 128, "N1": 256, "BLOCK_I": 4, "BLOCK_K": 1024, "BLOCK_H": 16, "BLOCK_K2": 128,
-                          "HAS_SHARED": False, "SHARED_GATE": False,
-                          "SPIN_ASM": "{ nanosleep.u32 128; mov.b32 $0, $1; }", "CS": 32, "PHASE": 0,
-                          "TRIGGER": True, "USE_PDL": True, "DIRECT": True, "I_PAD": 128, "LD_ACQ": True},
-                         ["x_ptr", "w13_ptr", "w2_ptr", "H", "I", "s_w13e", "s_w13r", "s_w2e"]),
     "moe_decode": ("moe_decode", "_moe_decode_kernel",
                    {"x_ptr": "*bf16", "w13_ptr": "*bf16", "w2_ptr": "*bf16", "tw_ptr": "*fp32", "tid_ptr": "*i32",
                     "sw13_ptr": "*bf16", "sw2_ptr": "*bf16", "sgate_ptr": "*bf16", "act_ptr": "*bf16",
@@ -343,6 +330,12 @@ for _name in [n_ for n_, j_ in SM90_JOBS.items() if j_[1] == "_moe_pairs_kernel"
     SM90_JOBS[_name] = (_module, _kernel, _types, {"SHARED_PF": False, "N_PF": 128,
                                                     "NEXT_PF": False, "DIRECT": False, "I_PAD": 1, "LD_ACQ": False,
                                                     "ROUTE_IN": False, "E_PAD": 1, "RENORM": True, "IS_PAD": 1, **_consts}, *_rest)
+# The tp=4 shard's T=1 launch (E=256, H=2048, I=128, k=8, no shared expert), phase 2 without partials (DIRECT).
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]
+SM90_JOBS["moe_pairs_direct"] = (_module, _kernel, _types,
+                                 dict(_consts, N_IBLK=32, N_HBLK=128, N1=256, BLOCK_I=4, BLOCK_H=16, BLOCK_K2=128,
+                                      SPIN_ASM="{ nanosleep.u32 128; mov.b32 $0, $1; }", DIRECT=True, I_PAD=128,
+                                      LD_ACQ=True), *_rest)
 # DIRECT routing the token in every program (ROUTE_IN, moe_block at T=1): softmax top-8 of the shard's 256 logits.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_direct"]
 SM90_JOBS["moe_pairs_direct_route"] = (_module, _kernel, dict(_types, lg_ptr="*fp32"),

@@ -69,6 +69,15 @@ def _wait_geq(ptr, target, n, SPIN_ASM: tl.constexpr):
 
 
 @triton.jit
+def _poll(ptrs, LD_ACQ: tl.constexpr):
+    """The counters at ptrs, read from L2: `ld.acquire.gpu` loads with LD_ACQ (inline PTX), else volatile loads."""
+    if LD_ACQ:
+        return tl.inline_asm_elementwise("ld.acquire.gpu.global.b32 $0, [$1];", "=r,l", [ptrs], dtype=tl.int32,
+                                         is_pure=False, pack=1)
+    return tl.load(ptrs, volatile=True)
+
+
+@triton.jit
 def _wait_all_geq(ptrs, target, n, SPIN_ASM: tl.constexpr, LD_ACQ: tl.constexpr):
     """`_wait_geq` over a vector of counters at once: every poll one load of them all, so K counters cost one trip to
     L2 a poll, not 2·K in all (the pair kernel's DIRECT phase 2, which waits for all k slots: waiting for them one
@@ -76,20 +85,12 @@ def _wait_all_geq(ptrs, target, n, SPIN_ASM: tl.constexpr, LD_ACQ: tl.constexpr)
     LD_ACQ (the GPU) the polls are `ld.acquire.gpu` loads, so the last poll is the acquire and no trip follows it;
     without (the interpreter), plain volatile polls and one vector acquire after them. `target` is a scalar or one
     value a lane; a lane past the real counters points at a real one, with a target it reaches (0)."""
-    if LD_ACQ:
-        v = tl.inline_asm_elementwise("ld.acquire.gpu.global.b32 $0, [$1];", "=r,l", [ptrs], dtype=tl.int32,
-                                      is_pure=False, pack=1)
-    else:
-        v = tl.load(ptrs, volatile=True)
+    v = _poll(ptrs, LD_ACQ)
     m = tl.min(v - target, axis=0)
     while m < 0:
         if SPIN_ASM != "":
             m = tl.inline_asm_elementwise(SPIN_ASM, "=r,r", [m], dtype=tl.int32, is_pure=False, pack=1)
-        if LD_ACQ:
-            v = tl.inline_asm_elementwise("ld.acquire.gpu.global.b32 $0, [$1];", "=r,l", [ptrs], dtype=tl.int32,
-                                          is_pure=False, pack=1)
-        else:
-            v = tl.load(ptrs, volatile=True)
+        v = _poll(ptrs, LD_ACQ)
         m = tl.min(v - target, axis=0)
     if not LD_ACQ:
         m = tl.min(tl.atomic_add(ptrs, tl.zeros_like(v), sem="acquire", scope="gpu") - target, axis=0)
