@@ -29,8 +29,8 @@ SHAPES = {  # E, H, I, k, shared I
     "qwen3": (128, 2048, 768, 8, 0),
     "shard": (256, 2048, 128, 8, 0),
     "qwen35": (256, 2048, 512, 8, 512),
-    "shard35": (256, 2048, 128, 8, 128),
-    "shard30": (128, 2048, 192, 8, 0),  # Qwen3-30B-A3B's tp=4 shard (I=768/4)  # Qwen3.5-35B-A3B's tp=4 shard with its shared expert (bench moe --tp 4)
+    "shard35": (256, 2048, 128, 8, 128),  # Qwen3.5-35B-A3B's tp=4 shard with its shared expert (bench moe --tp 4)
+    "shard30": (128, 2048, 192, 8, 0),  # Qwen3-30B-A3B's tp=4 shard (I=768/4)
     "tiny": (8, 64, 32, 2, 32),  # a smoke test of this script on the CPU (--device cpu, TRITON_INTERPRET=1)
 }
 
@@ -85,8 +85,9 @@ def main() -> None:
                     help="with --pairs-two: also phase-2 tiles of fewer registers (16 × 256, 32 × 128, 16 × 128), as "
                          "one kernel and as two")
     ap.add_argument("--direct", action="store_true",
-                    help="block mode, T=1 without a shared expert: the default against DIRECT (phase 2 without partials, "
-                         "$MOELAB_PAIRS_DIRECT) at 8-, 16- and 32-output blocks")
+                    help="block mode, T=1: the default against DIRECT (phase 2 without partials, $MOELAB_PAIRS_DIRECT; "
+                         "with a shared expert $MOELAB_PAIRS_DIRECT_SHARED) at several output blocks, and with the "
+                         "routing inside the kernel (ROUTE_IN) where DIRECT applies")
     ap.add_argument("--grouped-overlap", action="store_true",
                     help="--grouped: only the default against OVERLAP (the down GEMM polling each token tile's counter, "
                          "PDL-launched beside gate/up's last wave), its act rows by pointers and by TMA")
@@ -110,6 +111,7 @@ def main() -> None:
         print(f"measured ceilings unavailable ({type(e).__name__}: {e}); floor from the H200 datasheet")
         ceil = hardware.ceilings("h200")
     dev, dt = a.device, (torch.bfloat16 if a.device == "cuda" else torch.float32)
+    two0 = os.environ.get("MOELAB_PAIRS_TWO")  # restored for every block config without TWO_ENV
     results = []
     for name in [s_ for s_ in a.shapes.split(",") if s_]:  # --shapes "" with --grouped: the prefill sweep alone
         E, H, I, k, SI = SHAPES[name]
@@ -291,7 +293,6 @@ def main() -> None:
                     # Predicted −0.5..−1 µs against DIRECT after the route kernel.
                     grid += [dict(ROUTE="in", DIRECT=True, BLOCK_HD=16), dict(ROUTE="in", DIRECT=True, BLOCK_HD=16,
                                                                            BLOCK_I=2, BLOCK_K=2048)]
-                    grid = [dict(c_, TWO_ENV=c_.get("TWO_ENV", 0)) for c_ in grid]  # each capture sets it
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.
@@ -314,6 +315,10 @@ def main() -> None:
                         if "TWO_ENV" in cfg:  # read by the pair kernel's launcher, so at the graph's capture
                             os.environ["MOELAB_PAIRS_TWO"] = str(cfg["TWO_ENV"])
                             c.pop("TWO_ENV")
+                        elif two0 is None:  # the launcher's own rule (or the caller's setting), not a value an
+                            os.environ.pop("MOELAB_PAIRS_TWO", None)  # earlier config left
+                        else:
+                            os.environ["MOELAB_PAIRS_TWO"] = two0
                         if "CHAIN" in cfg:  # read by the launchers (chain_pdl), so at the graph's capture
                             os.environ["MOELAB_CHAIN_MAX_T"] = str(cfg["CHAIN"])
                             tw, ids = ops.get("route", "moelab")(lg, k)

@@ -94,7 +94,7 @@ def _moe_pairs_kernel(
     pf_on=1,  # SHARED_PF: 0 issues nothing from the same code (the dry control, $MOELAB_PAIRS_SHARED_PF_DRY)
     next_ptr=None, next_share=0, next_bytes=0, next_progs=0,  # NEXT_PF: the next kernel's weight, a share a block
     NEXT_PF: tl.constexpr = False,  # with USE_PDL: the first phase-1 blocks ask L2 for next_bytes of it before the wait
-    DIRECT: tl.constexpr = False,  # T=1, no shared expert: phase 2 without partials (see `pairs_direct`)
+    DIRECT: tl.constexpr = False,  # T=1, narrow experts: phase 2 without partials (see `pairs_direct`)
     I_PAD: tl.constexpr = 1,  # DIRECT: next_pow2(I), the w2 tile's columns
     IS_PAD: tl.constexpr = 1,  # DIRECT with a shared expert: next_pow2(IS)
     LD_ACQ: tl.constexpr = False,  # DIRECT: poll with ld.acquire (inline PTX: the GPU only)
@@ -227,8 +227,9 @@ def _moe_pairs_kernel(
         done = tl.atomic_add(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 1, sem="relaxed", scope="gpu")
         if PROBE:
             tl.store(probe_ptr + pid * 4 + 1, now_ns(I_ready))
-        a = tl.load(act_ptr + offs_j[:, None] * I_MAX + offs_c[None, :], mask=jmask[:, None] & (offs_c < I_ready)[None, :],
-                    other=0.0, cache_modifier=".cg").to(tl.float32)  # [K_PAD, I_PAD]
+        a = tl.load(act_ptr + offs_j[:, None] * I_MAX + offs_c[None, :],
+                    mask=jmask[:, None] & (offs_c < I_ready)[None, :], other=0.0,
+                    cache_modifier=".cg").to(tl.float32)  # [K_PAD, I_PAD]
         y = tl.sum(w.to(tl.float32) * a[:, None, :], axis=2)  # [K_PAD, BLOCK_H]
         o = tl.sum(y * tw[:, None], axis=0)
         if HAS_SHARED:  # + sigmoid(gate · x) (stored by the shared slot's block 0 before its release) × shared down
@@ -534,20 +535,23 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
         cfg.update(next_pf_args(prefetch, pairs_next_pf_bytes(T), T * k * n_iblk, x, sm_count(x.device),
                                 cfg.get("N_PF", 128)))
     act = torch.empty(n_slots, i_max, dtype=x.dtype, device=x.device)
-    part = torch.empty(n_slots, H, dtype=torch.float32, device=x.device)
+    part = x if direct else torch.empty(n_slots, H, dtype=torch.float32, device=x.device)  # DIRECT has no partials
     gw = torch.empty(T, dtype=torch.float32, device=x.device)
-    ids = topk_ids if logits is not None else (topk_ids if topk_ids.dtype == torch.int32
-                                               else topk_ids.to(torch.int32)).contiguous()
+    if logits is not None:  # buffers the kernel writes (checked above)
+        tw, ids = topk_weights, topk_ids
+    else:
+        tw = topk_weights.contiguous()
+        ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
-    args = (x, w13, w2, topk_weights if logits is not None else topk_weights.contiguous(), ids, sw13, sw2, sgate if sgate is not None else x,
+    args = (x, w13, w2, tw, ids, sw13, sw2, sgate if sgate is not None else x,
             act, part, gw, counters(x.device, (n_slots + n_hblk + 1) * cs, "moe"), out, probe if probe is not None else x,
             H, I, IS, E, i_max,
             x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0))
     meta = dict(T=T, K=k, K_PAD=next_pow2(k), T_PAD=next_pow2(T),
                 N_SLOTS=n_slots, S_PAD=next_pow2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
                 HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger,
-                USE_PDL=pdl, PROBE=probe is not None, CS=cs, DIRECT=direct, I_PAD=next_pow2(I), IS_PAD=next_pow2(max(IS, 1)),
-                LD_ACQ=direct and not interpreting(), num_warps=num_warps,
+                USE_PDL=pdl, PROBE=probe is not None, CS=cs, num_warps=num_warps,
+                DIRECT=direct, I_PAD=next_pow2(I), IS_PAD=next_pow2(max(IS, 1)), LD_ACQ=direct and not interpreting(),
                 **(dict(lg_ptr=logits, ROUTE_IN=True, E_PAD=next_pow2(E), RENORM=bool(renormalize))
                    if logits is not None else {}),
                 **({"launch_pdl": True} if pdl else {}), **cfg)
