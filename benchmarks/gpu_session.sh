@@ -1555,6 +1555,15 @@ case "${1:?stage A to G}" in
     run probe-35 75 python benchmarks/probe_round1.py --pause 1
     run probe-35-graph 75 python benchmarks/probe_round1.py --pause 1 --before graph
     ;;
+  GL) # session 43: GK (which never ran: no machine came) with DIRECT in column chunks for wide experts first. The MoE GPU
+      # tests before any timing (the DIRECT phase 2 was rewritten: chunks of BLOCK_C columns), then the wide sweep
+      # (Qwen3-30B-A3B, its tp=4 shard, Qwen3.5; predicted Qwen3-30B-A3B T=1 −1..−2 µs of 24.4), then GK's A/Bs and
+      # the shard's record. ~8 minutes.
+    run gpu-tests 200 python -m pytest tests/kernels/test_moe.py tests/kernels/test_moe_custom_op.py -q -p no:cacheprovider --tb=short -rf
+    run sweep-wide 170 python benchmarks/sweep_moe.py --mode block --shapes qwen3,shard30,qwen35 --tokens 1 --direct --samples 15
+    run sweep-direct 110 python benchmarks/sweep_moe.py --mode block --shapes shard,shard35 --tokens 1 --direct --samples 15
+    run bench-shard 90 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
+    ;;
   GG) # session 41 (prepared): the engine now captures a one-kernel graph before its first (timing.prime_graphs), since
       # the process's first graph ran slower (H100, GF: Qwen3.5 batch 1 2.739 ms first capture against 2.590 with a
       # graph captured first). The H200 confirmation, each variant a process of its own (only a first capture can

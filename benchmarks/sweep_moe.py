@@ -272,10 +272,19 @@ def main() -> None:
                     # Predicted −1..−1.5 µs against the default (12.0 µs on the H200), and routing inside −0.5..−1 more.
                     grid = [dict(ROUTE="kernel"), *(dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=bh) for bh in (8, 16)),
                             dict(ROUTE="in", DIRECT=True, BLOCK_HD=16)]
-                elif a.direct and T == 1 and not SI and I > 128:
-                    # Wider than PAIRS_DIRECT_MAX_I (Qwen3-30B-A3B's tp=4 shard, I=192 padded to 256): 8-output blocks
-                    # 168 registers (3 an SM: 396 resident of 640 programs), 16 spill. Predicted a tie or a loss.
-                    grid = [dict(ROUTE="kernel"), *(dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=bh) for bh in (4, 8))]
+                elif a.direct and T == 1 and max(I, SI) > 128:
+                    # Wider than PAIRS_DIRECT_MAX_I, the w2 tile in column chunks (BLOCK_CD; session 43). Registers
+                    # (Triton 3.6, sm_90, one kernel) follow next_pow2(k) × BLOCK_HD × the chunks' width: ≤ 24K
+                    # elements 168 (3 programs an SM), 48K 255 and spilling. Qwen3-30B-A3B (I=768): 4 or 2 outputs
+                    # over 256-column chunks (168), 4 over 128 (255, no spill). Its tp=4 shard (I=192; session 42's
+                    # 8 × 256 lost, 14.13 -> 15.44 µs on the H100): 64-column chunks, no padding. Qwen3.5 with its
+                    # shared expert (I=IS=512, two kernels at T=1). Predicted Qwen3-30B-A3B −1..−2 µs of 24.4.
+                    if I == 192:
+                        tiles = ((8, 256), (8, 64), (16, 64), (4, 64))
+                    else:
+                        tiles = ((4, 256), (2, 256), (4, 128))
+                    grid = [dict(ROUTE="kernel"), *(dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=bh, BLOCK_CD=bc)
+                                                    for bh, bc in tiles)]
                 elif a.direct and T == 1 and not SI:
                     # Session 42: phase 2 without partials (the shard's timeline: 2.5-3 µs from the slots' readiness
                     # to the kernel's end, three dependent L2 trips). Registers (Triton 3.6, sm_90, the shard's T=1

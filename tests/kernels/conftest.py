@@ -328,13 +328,13 @@ SM90_JOBS["moe_pairs_next_pf"] = (_module, _kernel, dict(_types, next_ptr="*bf16
 for _name in [n_ for n_, j_ in SM90_JOBS.items() if j_[1] == "_moe_pairs_kernel"]:
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name] = (_module, _kernel, _types, {"SHARED_PF": False, "N_PF": 128,
-                                                    "NEXT_PF": False, "DIRECT": False, "I_PAD": 1, "LD_ACQ": False,
-                                                    "ROUTE_IN": False, "E_PAD": 1, "RENORM": True, "IS_PAD": 1, **_consts}, *_rest)
+                                                    "NEXT_PF": False, "DIRECT": False, "BLOCK_C": 1, "N_C": 1, "LD_ACQ": False,
+                                                    "ROUTE_IN": False, "E_PAD": 1, "RENORM": True, **_consts}, *_rest)
 # The tp=4 shard's T=1 launch (E=256, H=2048, I=128, k=8, no shared expert), phase 2 without partials (DIRECT).
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]
 SM90_JOBS["moe_pairs_direct"] = (_module, _kernel, _types,
                                  dict(_consts, N_IBLK=32, N_HBLK=128, N1=256, BLOCK_I=4, BLOCK_H=16, BLOCK_K2=128,
-                                      SPIN_ASM="{ nanosleep.u32 128; mov.b32 $0, $1; }", DIRECT=True, I_PAD=128,
+                                      SPIN_ASM="{ nanosleep.u32 128; mov.b32 $0, $1; }", DIRECT=True, BLOCK_C=128,
                                       LD_ACQ=True), *_rest)
 # DIRECT routing the token in every program (ROUTE_IN, moe_block at T=1): softmax top-8 of the shard's 256 logits.
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_direct"]
@@ -342,8 +342,14 @@ SM90_JOBS["moe_pairs_direct_route"] = (_module, _kernel, dict(_types, lg_ptr="*f
                                        dict(_consts, ROUTE_IN=True, E_PAD=256), *_rest)
 # DIRECT with Qwen3.5-35B-A3B's shared expert at the tp=4 shard (IS=128): nine slots, the shared one last.
 SM90_JOBS["moe_pairs_direct_shared"] = (_module, _kernel, _types,
-                                        dict(_consts, HAS_SHARED=True, SHARED_GATE=True, N_SLOTS=9, S_PAD=16, N1=288,
-                                             IS_PAD=128), *_rest)
+                                        dict(_consts, HAS_SHARED=True, SHARED_GATE=True, N_SLOTS=9, S_PAD=16, N1=288),
+                                        *_rest)
+# DIRECT for wide experts (session 43): Qwen3-30B-A3B's T=1 launch (I=768: 4-output blocks over three 256-column
+# chunks, the first requested before the wait).
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]
+SM90_JOBS["moe_pairs_direct_wide"] = (_module, _kernel, _types,
+                                      dict(_consts, N_HBLK=512, BLOCK_H=4, SPIN_ASM="{ nanosleep.u32 128; mov.b32 $0, $1; }",
+                                           DIRECT=True, BLOCK_C=256, N_C=3, LD_ACQ=True), *_rest)
 # The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
 for _name in ("attention_split", "attention_combine", "moe_pairs_backoff"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]

@@ -786,12 +786,42 @@ def test_pairs_direct_is_chosen_only_where_it_applies(monkeypatch):
     assert not pairs_direct(1, 128, 128)  # with a shared expert: off by default
     monkeypatch.setenv("MOELAB_PAIRS_DIRECT_SHARED", "1")
     assert pairs_direct(1, 128, 128) and not pairs_direct(1, 128, 2 * PAIRS_DIRECT_MAX_I)
+    monkeypatch.setenv("MOELAB_PAIRS_DIRECT_MAX_I", "768")  # wider experts (their w2 in column chunks): asked for
+    assert pairs_direct(1, 768) and pairs_direct(1, 512, 512) and not pairs_direct(1, 1024)
     x, w13, w2, w, ids, _ = make(2, 8, 64, 32, 2, torch.float32)
-    with pytest.raises(ValueError, match="DIRECT takes one token"):
+    with pytest.raises(ValueError, match="DIRECT takes one token, got T=2"):
         moe_pairs(x, w13, w2, w, ids, out=poisoned(2, 64, x.dtype), config=dict(DIRECT=True))
-    x, w13, w2, w, ids, sh = make(1, 8, 64, 32, 2, torch.float32, shared=(2 * PAIRS_DIRECT_MAX_I, True))
-    with pytest.raises(ValueError, match="shared I=256"):
-        moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, 64, x.dtype), config=dict(DIRECT=True))
+
+
+@pytest.mark.parametrize("shared", [None, (40, True), (72, False)])
+@pytest.mark.parametrize("two", ["0", "1"])
+def test_pairs_direct_in_column_chunks_matches_the_reference(two, shared, monkeypatch):
+    """DIRECT for experts wider than its w2 tile (BLOCK_CD columns, the further chunks after the wait): I=48 in chunks
+    of 16 (three) and 32 (two, the last part-masked), a shared expert narrower (40) or wider (72: a chunk it reads
+    alone) than the routed ones; against the fp32 reference and the one-chunk form, bitwise the same on a second call,
+    a repeated expert id, an out-of-range id poisoning the row, and the counters zero again after each."""
+    from moelab.kernels import counters
+    from moelab.kernels.moe_pairs import moe_pairs
+    monkeypatch.setenv("MOELAB_PAIRS_TWO", two)
+    E, H, I, k = 16, 40, 48, 4
+    base = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=64, BLOCK_K2=64, num_warps=4, DIRECT=True, BLOCK_HD=8)
+    for seed in range(3):
+        x, w13, w2, w, ids, sh = make(1, E, H, I, k, torch.float32, seed=seed, shared=shared)
+        if seed == 1:
+            ids[0, 2] = ids[0, 0]
+        whole = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, H, x.dtype), config=dict(base, BLOCK_CD=128))
+        ref = fused_moe_reference(x, w13, w2, w, ids, sh)
+        for bc in (16, 32):
+            cfg = dict(base, BLOCK_CD=bc)
+            a = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, H, x.dtype), config=cfg)
+            assert int(counters(x.device, 1, "moe").abs().sum()) == 0
+            assert rel(a, ref) <= TOL[x.dtype], f"seed {seed}, chunks of {bc}"
+            assert rel(a, whole) <= 1e-6, f"seed {seed}, chunks of {bc}"
+            assert torch.equal(a, moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, H, x.dtype), config=cfg))
+    ids[0, 3] = -1
+    assert torch.isnan(moe_pairs(x, w13, w2, w, ids, sh, out=torch.zeros(1, H, device=DEV),
+                                 config=dict(base, BLOCK_CD=16))).all()
+    assert int(counters(x.device, 1, "moe").abs().sum()) == 0
 
 
 @pytest.mark.parametrize("T,two", [(1, "0"), (1, "1"), (3, "1")])

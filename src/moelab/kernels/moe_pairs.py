@@ -95,8 +95,8 @@ def _moe_pairs_kernel(
     next_ptr=None, next_share=0, next_bytes=0, next_progs=0,  # NEXT_PF: the next kernel's weight, a share a block
     NEXT_PF: tl.constexpr = False,  # with USE_PDL: the first phase-1 blocks ask L2 for next_bytes of it before the wait
     DIRECT: tl.constexpr = False,  # T=1, narrow experts: phase 2 without partials (see `pairs_direct`)
-    I_PAD: tl.constexpr = 1,  # DIRECT: next_pow2(I), the w2 tile's columns
-    IS_PAD: tl.constexpr = 1,  # DIRECT with a shared expert: next_pow2(IS)
+    BLOCK_C: tl.constexpr = 1,  # DIRECT: the w2 tile's columns (next_pow2(I) for narrow experts; wider ones loop)
+    N_C: tl.constexpr = 1,  # DIRECT: cdiv(max(I, IS), BLOCK_C) chunks
     LD_ACQ: tl.constexpr = False,  # DIRECT: poll with ld.acquire (inline PTX: the GPU only)
     lg_ptr=None,  # ROUTE_IN: the router logits [1, E]
     ROUTE_IN: tl.constexpr = False,  # DIRECT only: every program routes the token itself (see `pairs_route_in`)
@@ -189,10 +189,11 @@ def _moe_pairs_kernel(
             tl.atomic_add(cnt_ptr + s * CS, 1, sem="release", scope="gpu")
     elif DIRECT:
         # ---- phase 2 at T=1 without partials: BLOCK_H outputs over all K slots, no second trip to L2 ----
-        # The program holds w2[e_j, its BLOCK_H rows, :] of every slot j ([K, BLOCK_H, I_PAD]: 32 KB at the tp=4
-        # shard's I=128 with BLOCK_H=16), requested before it waits for all K slots' activations; then the K dot
-        # products and the routing-weighted sum in registers (a fixed order: deterministic), and the output stored.
-        # No fp32 partials, no arrival count per output block, no last-arriver reload.
+        # The program holds w2[e_j, its BLOCK_H rows, the first BLOCK_C columns] of every slot j ([K, BLOCK_H,
+        # BLOCK_C]: 32 KB at the tp=4 shard's I=128 with BLOCK_H=16, the whole width), requested before it waits for
+        # all K slots' activations; then the K dot products, wider experts' further column chunks after the wait (a
+        # fixed order), and the routing-weighted sum in registers (deterministic), and the output stored. No fp32
+        # partials, no arrival count per output block, no last-arriver reload.
         offs_h = q * BLOCK_H + tl.arange(0, BLOCK_H)
         hmask = offs_h < H
         offs_j = tl.arange(0, K_PAD)
@@ -203,14 +204,14 @@ def _moe_pairs_kernel(
             ids = tl.load(tid_ptr + offs_j, mask=jmask, other=0, cache_modifier=".cg")
         bad = tl.max((((ids < 0) | (ids >= E)) & jmask).to(tl.int32), axis=0) > 0
         ev = tl.where((ids < 0) | (ids >= E), 0, ids).to(tl.int64)
-        offs_c = tl.arange(0, I_PAD)
-        w = tl.load(w2_ptr + ev[:, None, None] * s_w2e + offs_h[None, :, None] * s_w2r + offs_c[None, None, :],
+        offs_c = tl.arange(0, BLOCK_C)
+        w_rows = w2_ptr + ev[:, None, None] * s_w2e + offs_h[None, :, None] * s_w2r  # [K_PAD, BLOCK_H, 1]
+        w = tl.load(w_rows + offs_c[None, None, :],
                     mask=jmask[:, None, None] & hmask[None, :, None] & (offs_c < I)[None, None, :], other=0.0,
                     eviction_policy="evict_first")  # in flight before we wait
-        if HAS_SHARED:  # the shared expert's w2 rows too ([BLOCK_H, IS_PAD]), its slot the last (P)
-            offs_cs = tl.arange(0, IS_PAD)
-            ws = tl.load(sw2_ptr + offs_h[:, None] * IS + offs_cs[None, :],
-                         mask=hmask[:, None] & (offs_cs < IS)[None, :], other=0.0, eviction_policy="evict_first")
+        if HAS_SHARED:  # the shared expert's w2 rows too ([BLOCK_H, BLOCK_C]), its slot the last (P)
+            ws = tl.load(sw2_ptr + offs_h[:, None] * IS + offs_c[None, :],
+                         mask=hmask[:, None] & (offs_c < IS)[None, :], other=0.0, eviction_policy="evict_first")
         if ROUTE_IN:
             tw = tl.reshape(r_w, (K_PAD,))
         else:
@@ -227,16 +228,32 @@ def _moe_pairs_kernel(
         done = tl.atomic_add(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 1, sem="relaxed", scope="gpu")
         if PROBE:
             tl.store(probe_ptr + pid * 4 + 1, now_ns(I_ready))
+        IS_ready = tl.where(I_ready > 0, IS, 0)
         a = tl.load(act_ptr + offs_j[:, None] * I_MAX + offs_c[None, :],
                     mask=jmask[:, None] & (offs_c < I_ready)[None, :], other=0.0,
-                    cache_modifier=".cg").to(tl.float32)  # [K_PAD, I_PAD]
+                    cache_modifier=".cg").to(tl.float32)  # [K_PAD, BLOCK_C]
         y = tl.sum(w.to(tl.float32) * a[:, None, :], axis=2)  # [K_PAD, BLOCK_H]
-        o = tl.sum(y * tw[:, None], axis=0)
-        if HAS_SHARED:  # + sigmoid(gate · x) (stored by the shared slot's block 0 before its release) × shared down
-            a_s = tl.load(act_ptr + P * I_MAX + offs_cs, mask=offs_cs < tl.where(I_ready > 0, IS, 0), other=0.0,
+        if HAS_SHARED:  # sigmoid(gate · x) (stored by the shared slot's block 0 before its release) × shared down
+            a_s = tl.load(act_ptr + P * I_MAX + offs_c, mask=offs_c < IS_ready, other=0.0,
                           cache_modifier=".cg").to(tl.float32)
-            g = tl.load(gw_ptr, mask=I_ready > 0, other=0.0, cache_modifier=".cg")
-            o += g * tl.sum(ws.to(tl.float32) * a_s[None, :], axis=1)
+            ys = tl.sum(ws.to(tl.float32) * a_s[None, :], axis=1)  # [BLOCK_H]
+        for c in tl.static_range(1, N_C):  # experts wider than BLOCK_C: the further chunks, after the wait (unrolled:
+            offs_c = c * BLOCK_C + tl.arange(0, BLOCK_C)  # a runtime loop is pipelined, holding 255 registers)
+            w = tl.load(w_rows + offs_c[None, None, :],
+                        mask=jmask[:, None, None] & hmask[None, :, None] & (offs_c < I)[None, None, :], other=0.0,
+                        eviction_policy="evict_first")
+            a = tl.load(act_ptr + offs_j[:, None] * I_MAX + offs_c[None, :],
+                        mask=jmask[:, None] & (offs_c < I_ready)[None, :], other=0.0, cache_modifier=".cg").to(tl.float32)
+            y += tl.sum(w.to(tl.float32) * a[:, None, :], axis=2)
+            if HAS_SHARED:
+                ws = tl.load(sw2_ptr + offs_h[:, None] * IS + offs_c[None, :],
+                             mask=hmask[:, None] & (offs_c < IS)[None, :], other=0.0, eviction_policy="evict_first")
+                a_s = tl.load(act_ptr + P * I_MAX + offs_c, mask=offs_c < IS_ready, other=0.0,
+                              cache_modifier=".cg").to(tl.float32)
+                ys += tl.sum(ws.to(tl.float32) * a_s[None, :], axis=1)
+        o = tl.sum(y * tw[:, None], axis=0)
+        if HAS_SHARED:
+            o += tl.load(gw_ptr, mask=I_ready > 0, other=0.0, cache_modifier=".cg") * ys
         o = tl.where(bad, float("nan"), o)
         tl.store(out_ptr + offs_h, o.to(out_ptr.dtype.element_ty), mask=hmask)
         if done == N_HBLK - 1:  # the last to count: every program has seen its slots, so the counters may go to 0
@@ -377,6 +394,27 @@ PAIRS_NEXT_PF_MAX_T = 8
 # (H100, sweep_moe.py --shapes shard30 --direct, …-direct-shard30-…T1000; predicted a tie or a loss).
 PAIRS_DIRECT_MAX_I = 128
 PAIRS_DIRECT_BLOCK_H = 16
+# Wider experts under DIRECT (session 43, prepared): the program requests its w2 rows' first PAIRS_DIRECT_BLOCK_C
+# columns of every slot before the wait, as at I=128, and streams the further chunks after it (Qwen3-30B-A3B's I=768:
+# three chunks of 256; its tp=4 shard's I=192 one chunk, padded). The lost I=192 form held the whole padded width in
+# one tile; this is that at ≤ 256 columns. What it would save at Qwen3-30B-A3B T=1 is the partials' tail: a partial
+# store, an arrival atomic and the last arriver's reload of 8 partials after the last slot's readiness (~2 µs at the
+# shard). Predicted −1..−2 µs of 24.4 at 8-output blocks (256 programs, 8 MB of w2 in flight before the wait, as the
+# default's 512 programs of 16 KB). Off until measured: $MOELAB_PAIRS_DIRECT_MAX_I (768) widens where it runs.
+# The unrolled chunks' loads are issued together (ptxas hoists them: Triton 3.6, sm_90), so a program's registers
+# follow all its w2 elements, next_pow2(k) × BLOCK_H × the chunks' width: 16K at the shard (16 × 128) and 24K at
+# Qwen3-30B-A3B's 4 × 768 take 168 registers (3 programs an SM); 8 × 768 (48K) takes 255 and spills.
+PAIRS_DIRECT_BLOCK_C = 256
+PAIRS_DIRECT_ELEMS = 24 * 1024
+
+
+def direct_block_h(k: int, width: int) -> int:
+    """DIRECT's outputs a program: the most, up to PAIRS_DIRECT_BLOCK_H, whose w2 tile (next_pow2(k) × BLOCK_H × the
+    chunks' width) stays within PAIRS_DIRECT_ELEMS elements."""
+    bh = PAIRS_DIRECT_BLOCK_H
+    while bh > 1 and next_pow2(k) * bh * width > PAIRS_DIRECT_ELEMS:
+        bh //= 2
+    return bh
 # With a shared expert (Qwen3.5-35B-A3B's tp=4 shard, IS=128; session 42, prepared after the device time ran out): its
 # slot joins the vector poll, its w2 rows ([BLOCK_H, next_pow2(IS)]) are requested before the wait beside the routed
 # ones, and its gate × its down projection is added in registers. 168 registers at 16-output blocks (as without it;
@@ -386,12 +424,13 @@ PAIRS_DIRECT_SHARED = 0
 
 
 def pairs_direct(T: int, I: int, IS: int = 0) -> bool:
-    """Whether phase 2 runs without partials (DIRECT): one token, experts at most PAIRS_DIRECT_MAX_I wide, unless
-    $MOELAB_PAIRS_DIRECT (read at launch) is 0; with a shared expert (IS > 0, its width) only one as narrow and with
-    $MOELAB_PAIRS_DIRECT_SHARED on."""
-    if IS and not (IS <= PAIRS_DIRECT_MAX_I and env_int("MOELAB_PAIRS_DIRECT_SHARED", PAIRS_DIRECT_SHARED)):
+    """Whether phase 2 runs without partials (DIRECT): one token, experts at most PAIRS_DIRECT_MAX_I wide
+    ($MOELAB_PAIRS_DIRECT_MAX_I), unless $MOELAB_PAIRS_DIRECT (read at launch) is 0; with a shared expert (IS > 0, its
+    width) only one as narrow and with $MOELAB_PAIRS_DIRECT_SHARED on."""
+    max_i = env_int("MOELAB_PAIRS_DIRECT_MAX_I", PAIRS_DIRECT_MAX_I)
+    if IS and not (IS <= max_i and env_int("MOELAB_PAIRS_DIRECT_SHARED", PAIRS_DIRECT_SHARED)):
         return False
-    return T == 1 and I <= PAIRS_DIRECT_MAX_I and bool(env_int("MOELAB_PAIRS_DIRECT", 1))
+    return T == 1 and I <= max_i and bool(env_int("MOELAB_PAIRS_DIRECT", 1))
 
 
 # Routing inside the pair kernel at T=1 under DIRECT (ROUTE_IN, session 42): `moe_block`'s route launch gone, every
@@ -512,20 +551,19 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     cfg.setdefault("pf_on", 0 if env_int("MOELAB_PAIRS_SHARED_PF_DRY", 0) else 1)
     IS = shared[1].shape[1] if shared is not None else 0
     direct = bool(cfg.pop("DIRECT", pairs_direct(T, I, IS)))
-    block_hd = cfg.pop("BLOCK_HD", PAIRS_DIRECT_BLOCK_H)
+    i_max = max(I, IS)
+    block_c = cfg.pop("BLOCK_CD", min(next_pow2(i_max), PAIRS_DIRECT_BLOCK_C))
+    block_hd = cfg.pop("BLOCK_HD", direct_block_h(k, cdiv(i_max, block_c) * block_c))
     if logits is not None and not direct:
-        raise ValueError(f"routing inside the pair kernel (logits) needs DIRECT: one token, experts at most "
-                         f"{PAIRS_DIRECT_MAX_I} wide")
+        raise ValueError(f"routing inside the pair kernel (logits) needs DIRECT, which is off here (T={T}, I={I})")
     if logits is not None and (tuple(logits.shape) != (1, E) or logits.stride(-1) != 1
                                or topk_weights.dtype != torch.float32 or topk_ids.dtype != torch.int32):
         raise ValueError(f"logits must be [1, E={E}] contiguous, with fp32 weights and int32 ids to write; got "
                          f"{tuple(logits.shape)}, {topk_weights.dtype}, {topk_ids.dtype}")
     if direct:
-        if T != 1 or max(I, IS) > PAIRS_DIRECT_MAX_I:
-            raise ValueError(f"DIRECT takes one token and experts (shared too) at most {PAIRS_DIRECT_MAX_I} wide, got "
-                             f"T={T}, I={I}{f', shared I={IS}' if IS else ''}")
+        if T != 1:
+            raise ValueError(f"DIRECT takes one token, got T={T}")
         cfg["BLOCK_H"] = block_hd
-    i_max = max(I, IS)
     n_slots = T * k + (T if shared is not None else 0)
     n_iblk = cdiv(i_max, cfg["BLOCK_I"])
     n_hblk = cdiv(H, cfg["BLOCK_H"])
@@ -551,7 +589,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
                 N_SLOTS=n_slots, S_PAD=next_pow2(n_slots), N_IBLK=n_iblk, N_HBLK=n_hblk, N1=n1,
                 HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger,
                 USE_PDL=pdl, PROBE=probe is not None, CS=cs, num_warps=num_warps,
-                DIRECT=direct, I_PAD=next_pow2(I), IS_PAD=next_pow2(max(IS, 1)), LD_ACQ=direct and not interpreting(),
+                DIRECT=direct, BLOCK_C=block_c, N_C=cdiv(i_max, block_c), LD_ACQ=direct and not interpreting(),
                 **(dict(lg_ptr=logits, ROUTE_IN=True, E_PAD=next_pow2(E), RENORM=bool(renormalize))
                    if logits is not None else {}),
                 **({"launch_pdl": True} if pdl else {}), **cfg)
