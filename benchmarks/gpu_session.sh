@@ -1564,6 +1564,12 @@ case "${1:?stage A to G}" in
     run sweep-direct 110 python benchmarks/sweep_moe.py --mode block --shapes shard,shard35 --tokens 1 --direct --samples 15
     run bench-shard 90 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
     ;;
+  GM) # session 43: if GL's sweep wins at Qwen3-30B-A3B's width, DIRECT in column chunks in the batch-1 chain (the
+      # engine's MoE at T=1 with the router in its own launch, NEXT_PF before the wait), and Qwen3.5 with its shared
+      # expert. ~4 minutes.
+    run ab-30-dw 120 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,dw=MOELAB_PAIRS_DIRECT_MAX_I:768
+    run ab-35-dw 110 python benchmarks/ab_chain.py --model qwen3.5-35b-a3b --batch 1 --rounds 3 --variants base,dw=MOELAB_PAIRS_DIRECT_MAX_I:512+MOELAB_PAIRS_DIRECT_SHARED
+    ;;
   GG) # session 41 (prepared): the engine now captures a one-kernel graph before its first (timing.prime_graphs), since
       # the process's first graph ran slower (H100, GF: Qwen3.5 batch 1 2.739 ms first capture against 2.590 with a
       # graph captured first). The H200 confirmation, each variant a process of its own (only a first capture can

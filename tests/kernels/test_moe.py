@@ -1128,9 +1128,9 @@ def test_spin_sleep_is_refused_under_the_interpreter_and_checked():
 
 def test_pairs_direct_compiles_for_sm90(sm90):
     """DIRECT at the tp=4 shard's T=1 launch compiles for sm_90 (Triton's compiler, not the interpreter), with the PDL
-    wait, the backoff and the ld.acquire of its one vector poll; so do its forms routing the token itself and with a
-    shared expert."""
-    for name in ("moe_pairs_direct", "moe_pairs_direct_route", "moe_pairs_direct_shared"):
+    wait, the backoff and the ld.acquire of its one vector poll; so do its forms routing the token itself, with a
+    shared expert, and in column chunks at Qwen3-30B-A3B's width."""
+    for name in ("moe_pairs_direct", "moe_pairs_direct_route", "moe_pairs_direct_shared", "moe_pairs_direct_wide"):
         job = sm90[name]
         assert "error" not in job, (name, job.get("error"))
         assert "griddepcontrol.wait" in job["ptx"] and "nanosleep" in job["ptx"] and "ld.acquire.gpu" in job["ptx"]
