@@ -1559,10 +1559,10 @@ case "${1:?stage A to G}" in
       # tests before any timing (the DIRECT phase 2 was rewritten: chunks of BLOCK_C columns), then the wide sweep
       # (Qwen3-30B-A3B, its tp=4 shard, Qwen3.5; predicted Qwen3-30B-A3B T=1 −1..−2 µs of 24.4), then GK's A/Bs and
       # the shard's record. ~8 minutes.
-    run gpu-tests 200 python -m pytest tests/kernels/test_moe.py tests/kernels/test_moe_custom_op.py -q -p no:cacheprovider --tb=short -rf
-    run sweep-wide 170 python benchmarks/sweep_moe.py --mode block --shapes qwen3,shard30,qwen35 --tokens 1 --direct --samples 15
+    run gpu-tests 150 python -m pytest tests/kernels/test_moe.py tests/kernels/test_moe_custom_op.py -q -p no:cacheprovider --tb=short -rf
+    run sweep-wide 150 python benchmarks/sweep_moe.py --mode block --shapes qwen3,shard30,qwen35 --tokens 1 --direct --samples 15
     run sweep-direct 110 python benchmarks/sweep_moe.py --mode block --shapes shard,shard35 --tokens 1 --direct --samples 15
-    run bench-shard 90 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
+    run bench-shard 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
     ;;
   GM) # session 43: if GL's sweep wins at Qwen3-30B-A3B's width, DIRECT in column chunks in the batch-1 chain (the
       # engine's MoE at T=1 with the router in its own launch, NEXT_PF before the wait), and Qwen3.5 with its shared
