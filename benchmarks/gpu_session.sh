@@ -1564,6 +1564,13 @@ case "${1:?stage A to G}" in
     run sweep-direct 110 python benchmarks/sweep_moe.py --mode block --shapes shard,shard35 --tokens 1 --direct --samples 15
     run bench-shard 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
     ;;
+  GN) # session 43: GL cut to ~5 minutes for a short budget (the device time went to failed starts): the DIRECT tests
+      # on the GPU, the wide sweep without Qwen3.5, GK's sweeps, the shard's record.
+    run gpu-tests 90 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf -k "direct or pairs or route"
+    run sweep-wide 100 python benchmarks/sweep_moe.py --mode block --shapes qwen3,shard30 --tokens 1 --direct --samples 15
+    run sweep-direct 110 python benchmarks/sweep_moe.py --mode block --shapes shard,shard35 --tokens 1 --direct --samples 15
+    run bench-shard 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
+    ;;
   GM) # session 43: if GL's sweep wins at Qwen3-30B-A3B's width, DIRECT in column chunks in the batch-1 chain (the
       # engine's MoE at T=1 with the router in its own launch, NEXT_PF before the wait), and Qwen3.5 with its shared
       # expert. ~4 minutes.
