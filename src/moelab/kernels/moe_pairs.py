@@ -94,7 +94,7 @@ def _moe_pairs_kernel(
     pf_on=1,  # SHARED_PF: 0 issues nothing from the same code (the dry control, $MOELAB_PAIRS_SHARED_PF_DRY)
     next_ptr=None, next_share=0, next_bytes=0, next_progs=0,  # NEXT_PF: the next kernel's weight, a share a block
     NEXT_PF: tl.constexpr = False,  # with USE_PDL: the first phase-1 blocks ask L2 for next_bytes of it before the wait
-    DIRECT: tl.constexpr = False,  # T=1, narrow experts: phase 2 without partials (see `pairs_direct`)
+    DIRECT: tl.constexpr = False,  # T=1: phase 2 without partials (see `pairs_direct`)
     BLOCK_C: tl.constexpr = 1,  # DIRECT: the w2 tile's columns (next_pow2(I) for narrow experts; wider ones loop)
     N_C: tl.constexpr = 1,  # DIRECT: cdiv(max(I, IS), BLOCK_C) chunks
     LD_ACQ: tl.constexpr = False,  # DIRECT: poll with ld.acquire (inline PTX: the GPU only)
@@ -399,8 +399,8 @@ PAIRS_DIRECT_BLOCK_H = 16
 # three chunks of 256; its tp=4 shard's I=192 one chunk, padded). The lost I=192 form held the whole padded width in
 # one tile; this is that at ≤ 256 columns. What it would save at Qwen3-30B-A3B T=1 is the partials' tail: a partial
 # store, an arrival atomic and the last arriver's reload of 8 partials after the last slot's readiness (~2 µs at the
-# shard). Predicted −1..−2 µs of 24.4 at 8-output blocks (256 programs, 8 MB of w2 in flight before the wait, as the
-# default's 512 programs of 16 KB). Off until measured: $MOELAB_PAIRS_DIRECT_MAX_I (768) widens where it runs.
+# shard). Predicted −1..−2 µs of 24.4 at 4-output blocks (512 programs of 16 KB each before the wait: 8 MB in flight,
+# as the default's 512 phase-2 programs). Off until measured: $MOELAB_PAIRS_DIRECT_MAX_I (768) widens where it runs.
 # The unrolled chunks' loads are issued together (ptxas hoists them: Triton 3.6, sm_90), so a program's registers
 # follow all its w2 elements, next_pow2(k) × BLOCK_H × the chunks' width: 16K at the shard (16 × 128) and 24K at
 # Qwen3-30B-A3B's 4 × 768 take 168 registers (3 programs an SM); 8 × 768 (48K) takes 255 and spills.
@@ -415,8 +415,10 @@ def direct_block_h(k: int, width: int) -> int:
     while bh > 1 and next_pow2(k) * bh * width > PAIRS_DIRECT_ELEMS:
         bh //= 2
     return bh
+
+
 # With a shared expert (Qwen3.5-35B-A3B's tp=4 shard, IS=128; session 42, prepared after the device time ran out): its
-# slot joins the vector poll, its w2 rows ([BLOCK_H, next_pow2(IS)]) are requested before the wait beside the routed
+# slot joins the vector poll, its w2 rows ([BLOCK_H, BLOCK_C]) are requested before the wait beside the routed
 # ones, and its gate × its down projection is added in registers. 168 registers at 16-output blocks (as without it;
 # Triton 3.6, sm_90). Predicted the shard with its shared expert (12.0 µs with routing on the H200) −1..−1.5 µs, as
 # without it. Off until measured ($MOELAB_PAIRS_DIRECT_SHARED=1).
