@@ -86,8 +86,9 @@ def main() -> None:
                          "one kernel and as two")
     ap.add_argument("--direct", action="store_true",
                     help="block mode, T=1: the default against DIRECT (phase 2 without partials, $MOELAB_PAIRS_DIRECT; "
-                         "with a shared expert $MOELAB_PAIRS_DIRECT_SHARED) at several output blocks, and with the "
-                         "routing inside the kernel (ROUTE_IN) where DIRECT applies")
+                         "with a shared expert $MOELAB_PAIRS_DIRECT_SHARED) at several output blocks, experts wider "
+                         "than 128 in column chunks ($MOELAB_PAIRS_DIRECT_MAX_I), and with the routing inside the "
+                         "kernel (ROUTE_IN) where DIRECT applies")
     ap.add_argument("--grouped-overlap", action="store_true",
                     help="--grouped: only the default against OVERLAP (the down GEMM polling each token tile's counter, "
                          "PDL-launched beside gate/up's last wave), its act rows by pointers and by TMA")
