@@ -1571,6 +1571,15 @@ case "${1:?stage A to G}" in
     run sweep-direct 110 python benchmarks/sweep_moe.py --mode block --shapes shard,shard35 --tokens 1 --direct --samples 15
     run bench-shard 80 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
     ;;
+  GO) # session 44: for one machine start in a scarce pool, what GN and GM ask in one ~9-minute call, in the order of
+      # what matters if it is cut short: the DIRECT GPU tests (the default at the shard was rewritten and has not run
+      # on a GPU), the shard's record, the wide sweep, the batch-1 chain A/B at Qwen3-30B-A3B's width, GK's sweeps.
+    run gpu-tests 90 python -m pytest tests/kernels/test_moe.py -q -p no:cacheprovider --tb=short -rf -k "direct or pairs or route"
+    run bench-shard 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
+    run sweep-wide 100 python benchmarks/sweep_moe.py --mode block --shapes qwen3,shard30 --tokens 1 --direct --samples 15
+    run ab-30-dw 120 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,dw=MOELAB_PAIRS_DIRECT_MAX_I:768
+    run sweep-direct 110 python benchmarks/sweep_moe.py --mode block --shapes shard,shard35 --tokens 1 --direct --samples 15
+    ;;
   GM) # session 43: if GL's sweep wins at Qwen3-30B-A3B's width, DIRECT in column chunks in the batch-1 chain (the
       # engine's MoE at T=1 with the router in its own launch, NEXT_PF before the wait), and Qwen3.5 with its shared
       # expert. ~4 minutes.
