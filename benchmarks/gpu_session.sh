@@ -1580,6 +1580,13 @@ case "${1:?stage A to G}" in
     run ab-30-dw 120 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,dw=MOELAB_PAIRS_DIRECT_MAX_I:768
     run sweep-direct 110 python benchmarks/sweep_moe.py --mode block --shapes shard,shard35 --tokens 1 --direct --samples 15
     ;;
+  GP) # session 44: GO's sweep won for ROUTE_IN and DIRECT with the shared expert at the shard (H100), now the default.
+      # The GPU tests of those paths, then issue 3's shard line as the issue states it (without and with Qwen3.5's
+      # shared expert; predicted 10.6 -> ~10.1 and ~12.1 -> ~11.3 µs on this H100). ~2.5 minutes.
+    run gpu-tests 90 python -m pytest tests/kernels/test_moe.py tests/kernels/test_moe_custom_op.py -q -p no:cacheprovider --tb=short -rf -k "direct or route or block"
+    run bench-shard 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
+    run bench-shard35 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4 --samples 10 --save
+    ;;
   GM) # session 43: if GL's sweep wins at Qwen3-30B-A3B's width, DIRECT in column chunks in the batch-1 chain (the
       # engine's MoE at T=1 with the router in its own launch, NEXT_PF before the wait), and Qwen3.5 with its shared
       # expert. ~4 minutes.

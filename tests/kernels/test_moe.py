@@ -783,9 +783,10 @@ def test_pairs_direct_is_chosen_only_where_it_applies(monkeypatch):
     assert pairs_direct(1, PAIRS_DIRECT_MAX_I)
     assert not pairs_direct(2, 128) and not pairs_direct(1, 2 * PAIRS_DIRECT_MAX_I)
     monkeypatch.delenv("MOELAB_PAIRS_DIRECT_SHARED", raising=False)
-    assert not pairs_direct(1, 128, 128)  # with a shared expert: off by default
+    assert pairs_direct(1, 128, 128) and not pairs_direct(1, 128, 2 * PAIRS_DIRECT_MAX_I)  # a narrow shared expert
+    monkeypatch.setenv("MOELAB_PAIRS_DIRECT_SHARED", "0")
+    assert not pairs_direct(1, 128, 128) and pairs_direct(1, 128)
     monkeypatch.setenv("MOELAB_PAIRS_DIRECT_SHARED", "1")
-    assert pairs_direct(1, 128, 128) and not pairs_direct(1, 128, 2 * PAIRS_DIRECT_MAX_I)
     monkeypatch.setenv("MOELAB_PAIRS_DIRECT_MAX_I", "768")  # wider experts (their w2 in column chunks): asked for
     assert pairs_direct(1, 768) and pairs_direct(1, 512, 512) and not pairs_direct(1, 1024)
     x, w13, w2, w, ids, _ = make(2, 8, 64, 32, 2, torch.float32)

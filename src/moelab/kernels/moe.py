@@ -111,8 +111,8 @@ def moe_block(x, router_logits, w13, w2, k: int, renormalize: bool = True, share
     them). Routing inside the pair kernel (one launch) was measured slower at every shape (H200, 2026-12-01:
     Qwen3-30B-A3B T=1 32.3 vs 30.4 µs, T=4 103 vs 78 µs; docs/worklog.md), likely because each of its ~800
     programs computed a serial top-k before its first weight load. At T=1 under the pair kernel's DIRECT phase 2,
-    $MOELAB_PAIRS_ROUTE_IN=1 routes inside it again, with the bitonic top-k (`moe_pairs.PAIRS_ROUTE_IN`: one launch,
-    unmeasured, off).
+    it routes inside it again, with the bitonic top-k (`moe_pairs.PAIRS_ROUTE_IN`: one launch; the tp=4 shard
+    10.93 → 10.36 µs on an H100; $MOELAB_PAIRS_ROUTE_IN=0 turns it off).
     """
     from moelab.kernels.route import route
     from moelab.ops.moe import _check_route_args

@@ -400,7 +400,10 @@ PAIRS_DIRECT_BLOCK_H = 16
 # one tile; this is that at ≤ 256 columns. What it would save at Qwen3-30B-A3B T=1 is the partials' tail: a partial
 # store, an arrival atomic and the last arriver's reload of 8 partials after the last slot's readiness (~2 µs at the
 # shard). Predicted −1..−2 µs of 24.4 at 4-output blocks (512 programs of 16 KB each before the wait: 8 MB in flight,
-# as the default's 512 phase-2 programs). Off until measured: $MOELAB_PAIRS_DIRECT_MAX_I (768) widens where it runs.
+# as the default's 512 phase-2 programs). Measured (H100, session 44, sweep_moe.py --direct, route + experts, two passes,
+# sweep_moe_block_qwen3-shard30 beside gpu-session-GO-…T1535): lost, 31.06 → 34.37 µs at 4 × 256, 34.94 at 2 × 256,
+# 38.46 at 4 × 128; the shard30 tie at best (14.73 → 14.90 at 16 × 64); batch 1 2.82 → 3.10 ms (ab-chain-…T153746).
+# Off: $MOELAB_PAIRS_DIRECT_MAX_I (768) widens where it runs; the code stays for the narrow shard, where it is one chunk.
 # The unrolled chunks' loads are issued together (ptxas hoists them: Triton 3.6, sm_90), so a program's registers
 # follow all its w2 elements, next_pow2(k) × BLOCK_H × the chunks' width: 16K at the shard (16 × 128) and 24K at
 # Qwen3-30B-A3B's 4 × 768 take 168 registers (3 programs an SM); 8 × 768 (48K) takes 255 and spills.
@@ -421,8 +424,10 @@ def direct_block_h(k: int, width: int) -> int:
 # slot joins the vector poll, its w2 rows ([BLOCK_H, BLOCK_C]) are requested before the wait beside the routed
 # ones, and its gate × its down projection is added in registers. 168 registers at 16-output blocks (as without it;
 # Triton 3.6, sm_90). Predicted the shard with its shared expert (12.0 µs with routing on the H200) −1..−1.5 µs, as
-# without it. Off until measured ($MOELAB_PAIRS_DIRECT_SHARED=1).
-PAIRS_DIRECT_SHARED = 0
+# without it. Measured (H100, session 44, sweep_moe.py --shapes shard35 --direct, route + experts, two passes): 12.27 →
+# 11.55 µs, and 11.26 with ROUTE_IN below (sweep_moe_block_shard-shard35 beside gpu-session-GO-…T1535). On by default
+# ($MOELAB_PAIRS_DIRECT_SHARED=0: off).
+PAIRS_DIRECT_SHARED = 1
 
 
 def pairs_direct(T: int, I: int, IS: int = 0) -> bool:
@@ -440,9 +445,10 @@ def pairs_direct(T: int, I: int, IS: int = 0) -> bool:
 # first weight load. Session 2 lost with this (+1.9 µs at Qwen3-30B-A3B T=1: k serial arg-max rounds in each of ~800
 # programs, before the bitonic top-k existed). The tp=4 shard's route costs 1.97 µs of its 10.58 (H100: route + experts
 # against the experts alone, sweep-moe-block-direct-…T0943 and probe-timeline-…T094403). Predicted −0.5..−1 µs there.
-# Off until measured ($MOELAB_PAIRS_ROUTE_IN=1); only `moe_block` (routing from logits) can take it: the engine routes
-# in its router's launch.
-PAIRS_ROUTE_IN = 0
+# Measured (H100, session 44, the same sweep, two passes): the shard 10.93 → 10.36 µs, with Qwen3.5's shared expert
+# 11.55 → 11.26. On by default ($MOELAB_PAIRS_ROUTE_IN=0: off); only `moe_block` (routing from logits) can take it:
+# the engine routes in its router's launch.
+PAIRS_ROUTE_IN = 1
 
 
 def pairs_route_in(T: int, I: int, IS: int = 0) -> bool:
