@@ -203,20 +203,22 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
                 ("kernel replayed in a CUDA graph", c["graph_kernel_us"], "µs", "")]
         out += [f"### Measured ceilings (`moelab hw`)\n\n{_env_line(r['env'])} — `{name}`\n",
                 _md_table(["ceiling", "value", "unit", "how"], rows), ""]
-    # A run of prefill sizes only (no T below 32) does not displace the newest run that has the decode sizes, and a run
-    # of fewer T does not displace a fuller sweep (its rows stay in the results folder).
-    benches = _newest(recs, "bench-moe", key=lambda r: (r.get("model"), r.get("tp"), r.get("shape", {}).get("shared_I"),
-                                                        min((x.get("T", 0) for x in r.get("rows", [])), default=0) >= 32),
-                      rank=lambda r: len({x.get("T") for x in r.get("rows", [])}))
-    if benches:
-        out.append("### One MoE layer, routing included (`moelab bench moe`)\n")
-        out.append("µs per call, median; graph = CUDA-graph replay, host = launched from Python. Floor = distinct "
-                   "experts hit × bytes per expert ÷ measured read bandwidth (or FLOPs ÷ bf16 matmul rate: in records "
-                   "from 2026-12-05 on, the fastest of `moelab hw`'s rate and the rate measured just before and after "
-                   "moelab's samples). "
-                   "`× best` = best baseline (any mode) ÷ moelab graph.\n")
-        # One table per model and shape: each T's row from the newest of the runs chosen above (every implementation of
-        # a row measured side by side in that run).
+    def moe_tables(recs: list[tuple[str, dict]], heading: str) -> list[str]:
+        # A run of prefill sizes only (no T below 32) does not displace the newest run that has the decode sizes, and a
+        # run of fewer T does not displace a fuller sweep (its rows stay in the results folder).
+        benches = _newest(recs, "bench-moe", key=lambda r: (r.get("model"), r.get("tp"), r.get("shape", {}).get("shared_I"),
+                                                            min((x.get("T", 0) for x in r.get("rows", [])), default=0) >= 32),
+                          rank=lambda r: len({x.get("T") for x in r.get("rows", [])}))
+        if not benches:
+            return []
+        out = [f"### {heading}\n",
+               "µs per call, median; graph = CUDA-graph replay, host = launched from Python. Floor = distinct "
+               "experts hit × bytes per expert ÷ measured read bandwidth (or FLOPs ÷ bf16 matmul rate: in records "
+               "from 2026-12-05 on, the fastest of `moelab hw`'s rate and the rate measured just before and after "
+               "moelab's samples). "
+               "`× best` = best baseline (any mode) ÷ moelab graph.\n"]
+        # One table per model and shape: each T's row from the newest of the runs chosen above (every implementation
+        # of a row measured side by side in that run).
         tables: dict[Any, dict[int, tuple[dict, str, dict]]] = {}
         for name, r in benches:
             s = r["shape"]
@@ -234,6 +236,9 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
                      f"[{index[name]}]") for T, (x, name, _) in sorted(by_t.items())]
             out += [f"**{model}**, tp={tp} (E={E}, H={H}, I={I}, k={k}, shared I={sI})\n", _md_table(head, rows), "",
                     _runs_list(runs, lambda r: f"; read {r['ceilings']['read_gbps']:.0f} GB/s"), ""]
+        return out
+
+    out += moe_tables(recs, "One MoE layer, routing included (`moelab bench moe`)")
     for name, r in _newest(recs, "bench-norm"):
         out.append(f"### Fused add + RMSNorm and q/k RMSNorm + RoPE (`benchmarks/bench_norm.py`)\n\n"
                    f"hidden {r['hidden']}, heads {r['heads']}, {r['dtype']}; floor = bytes ÷ {r['read_gbps']:.0f} GB/s — "
@@ -325,10 +330,11 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
     # Runs on an H100 (sessions when no H200 came) live in results_dir/h100/ and never enter the tables above; their
     # end-to-end decode gets tables of its own, floors against the H100's own measured ceilings.
     h100 = load(Path(results_dir) / "h100")
-    if any(r.get("kind") == "bench-decode" and shipped(r) for _, r in h100):
+    if any(r.get("kind") in ("bench-decode", "bench-moe") and shipped(r) for _, r in h100):
         out.append("### On an H100 (`benchmarks/results/h100/`)\n\nRecords from sessions in which only H100s came. "
                    "Their code is newer than some of the H200 records above; the floors are the H100's, from "
                    "bandwidth measured on it.\n")
+        out += moe_tables(h100, "One MoE layer on an H100, routing included (`moelab bench moe`)")
         out += _merged_tables(h100, "bench-decode", heading="End-to-end decode on an H100 (`benchmarks/bench_decode.py`)",
                               **decode)
     return "\n".join(out).strip() + "\n"
