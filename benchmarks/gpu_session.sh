@@ -1587,6 +1587,15 @@ case "${1:?stage A to G}" in
     run bench-shard 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
     run bench-shard35 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4 --samples 10 --save
     ;;
+  GQ) # session 44 (prepared for an H200): issue 3's shard line on the H200 with routing inside the pair kernel and
+      # the shared expert under DIRECT (H100 9.91 and 11.1 µs; predicted on the H200 ~9.3-9.6 without the shared
+      # expert), then the kernel's timeline with and without ROUTE_IN (is the routing prologue or phase 1 the longer
+      # part of the 8 µs target's gap?). ~3 minutes. Then GG (~7).
+    run bench-shard 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
+    run bench-shard35 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4 --samples 10 --save
+    run timeline-direct 60 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard --moe-direct 16
+    run timeline-route-in 60 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard --moe-direct 16 --moe-route-in
+    ;;
   GM) # session 43: if GL's sweep wins at Qwen3-30B-A3B's width, DIRECT in column chunks in the batch-1 chain (the
       # engine's MoE at T=1 with the router in its own launch, NEXT_PF before the wait), and Qwen3.5 with its shared
       # expert. ~4 minutes.

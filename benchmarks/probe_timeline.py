@@ -124,15 +124,19 @@ def probe_attention(b, s, n_calls, gbps, samples):
             "us_per_call_probe_off": round(off, 2), "rel_err": err, "timeline_us": summary}
 
 
-def probe_moe(T, n_calls, gbps, samples, shape="qwen3-30b-a3b", direct=0):
+def probe_moe(T, n_calls, gbps, samples, shape="qwen3-30b-a3b", direct=0, route_in=False):
     dev, dt = "cuda", torch.bfloat16
     E, H, I, k = MOE_SHAPES[shape]
     layers = [((torch.randn(E, 2 * I, H, device=dev) * H ** -0.5).to(dt),
                (torch.randn(E, H, I, device=dev) * I ** -0.5).to(dt)) for _ in range(3)]
-    sets = []
+    sets, logits = [], []
     for i in range(n_calls):
-        w, ids = ops.get("route", "eager")(torch.randn(T, E, device=dev), k)
+        logits.append(torch.randn(T, E, device=dev))
+        w, ids = ops.get("route", "eager")(logits[-1], k)
         sets.append((torch.randn(T, H, device=dev).to(dt), *layers[i % 3], w, ids.to(torch.int32)))
+    # ROUTE_IN: every program routes the token from its logits and writes the weights and ids over the route's own
+    # (the same values), as `moe_block` runs it at T=1 under DIRECT.
+    lg = (lambda i: dict(logits=logits[i], renormalize=True)) if route_in else (lambda i: {})
     cfg = pairs_config(T, k, H, I)
     n_prog = T * k * cdiv(I, cfg["BLOCK_I"]) + T * k * cdiv(H, cfg["BLOCK_H"])
     if direct:  # phase 2 without partials (DIRECT): one program per `direct` outputs, over all k slots
@@ -140,7 +144,8 @@ def probe_moe(T, n_calls, gbps, samples, shape="qwen3-30b-a3b", direct=0):
         n_prog = T * k * cdiv(I, cfg["BLOCK_I"]) + cdiv(H, direct)
     bufs = [torch.zeros(n_prog * 4, dtype=torch.int64, device=dev) for _ in range(n_calls)]
     outs = [torch.empty(T, H, dtype=dt, device=dev) for _ in range(n_calls)]
-    calls = [(lambda i=i: moe_pairs(*sets[i], out=outs[i], probe=bufs[i], config=dict(cfg))) for i in range(n_calls)]
+    calls = [(lambda i=i: moe_pairs(*sets[i], out=outs[i], probe=bufs[i], config=dict(cfg), **lg(i)))
+             for i in range(n_calls)]
     calls[0]()
     ref = ops.get("fused_moe", "eager")(*sets[0])
     err = ((outs[0].double() - ref.double()).norm() / ref.double().norm()).item()
@@ -167,12 +172,12 @@ def probe_moe(T, n_calls, gbps, samples, shape="qwen3-30b-a3b", direct=0):
     summary = {k_: _med([r[k_] for r in rows if k_ in r]) for k_ in rows[0]}
     summary["clock_step_ns"] = _clock_step(per_call[1][0] + per_call[1][2])
     distinct = statistics.mean(int(torch.unique(s_[4]).numel()) for s_ in sets)
-    plain = [(lambda x, w13, w2, tw, ids, o=outs[i]: moe_pairs(x, w13, w2, tw, ids, out=o, config=dict(cfg)))
+    plain = [(lambda x, w13, w2, tw, ids, o=outs[i], i=i: moe_pairs(x, w13, w2, tw, ids, out=o, config=dict(cfg), **lg(i)))
              for i in range(n_calls)]
     on = timing.measure(lambda i: calls[i](), [(i,) for i in range(n_calls)], mode="graph", samples=samples).median_us
     off = timing.measure(lambda i: plain[i](*sets[i]), [(i,) for i in range(n_calls)], mode="graph",
                          samples=samples).median_us
-    return {"case": f"moe_pairs {shape} T={T}" + (f" direct {direct}" if direct else ""), "config": cfg, "programs": n_prog,
+    return {"case": f"moe_pairs {shape} T={T}" + (f" direct {direct}" if direct else "") + (" route-in" if route_in else ""), "config": cfg, "programs": n_prog,
             "floor_us": round(distinct * 3 * H * I * 2 / (gbps * 1e3), 2), "us_per_call_probe_on": round(on, 2),
             "us_per_call_probe_off": round(off, 2), "rel_err": err, "timeline_us": summary}
 
@@ -185,13 +190,17 @@ def main() -> None:
                     help="the pair kernel's shape: Qwen3-30B-A3B's, or the tp=4 shard's (E=256, I=128)")
     ap.add_argument("--moe-direct", default="0", help="the pair kernel's phase 2 without partials (DIRECT, T=1, no "
                     "shared expert) at these output blocks, comma-separated; 0 the default form")
+    ap.add_argument("--moe-route-in", action="store_true", help="with --moe-direct: every program routes the token "
+                    "from its logits (ROUTE_IN, as `moe_block` runs the shard at T=1)")
     ap.add_argument("--calls", type=int, default=8, help="calls per graph (≥ 3)")
     ap.add_argument("--samples", type=int, default=15)
     a = ap.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("probe_timeline: needs a CUDA GPU (the probes read %globaltimer)")
     if a.calls < 3:
         ap.error("--calls must be at least 3")
+    if a.moe_route_in and ("0" in a.moe_direct.split(",") or a.moe.split(",") != ["1"]):
+        ap.error("--moe-route-in needs --moe 1 and --moe-direct without 0 (routing in the kernel is DIRECT's, at T=1)")
+    if not torch.cuda.is_available():
+        raise SystemExit("probe_timeline: needs a CUDA GPU (the probes read %globaltimer)")
     gbps = hardware.ceilings().read_gbps
     results = []
     for shape in [x for x in a.attention.split(",") if x]:
@@ -200,7 +209,7 @@ def main() -> None:
         print(results[-1], flush=True)
     for t in [int(x) for x in a.moe.split(",") if x]:
         for d in [int(x) for x in a.moe_direct.split(",") if x]:
-            results.append(probe_moe(t, a.calls, gbps, a.samples, a.moe_shape, d))
+            results.append(probe_moe(t, a.calls, gbps, a.samples, a.moe_shape, d, a.moe_route_in))
             print(results[-1], flush=True)
     path = timing.save_result("probe-timeline", {"read_gbps": gbps, "calls": a.calls, "results": results})
     print("saved", path)
