@@ -773,8 +773,9 @@ def test_pair_kernel_routing_needs_direct():
 
 
 def test_pairs_direct_is_chosen_only_where_it_applies(monkeypatch):
-    """DIRECT runs by default for one token without a shared expert at I ≤ PAIRS_DIRECT_MAX_I, nowhere else, and
-    $MOELAB_PAIRS_DIRECT=0 turns it off; $MOELAB_PAIRS_DIRECT_MAX_I widens it (shared experts too, with their switch);
+    """DIRECT runs by default for one token at I ≤ PAIRS_DIRECT_MAX_I (with a shared expert only one as narrow, and
+    $MOELAB_PAIRS_DIRECT_SHARED=0 keeps it off there), nowhere else, and $MOELAB_PAIRS_DIRECT=0 turns it off;
+    $MOELAB_PAIRS_DIRECT_MAX_I widens it;
     asked for explicitly where it cannot run (two tokens), it says why instead of computing something else."""
     from moelab.kernels.moe_pairs import PAIRS_DIRECT_MAX_I, moe_pairs, pairs_direct
     monkeypatch.setenv("MOELAB_PAIRS_DIRECT", "0")
