@@ -172,12 +172,13 @@ def probe_moe(T, n_calls, gbps, samples, shape="qwen3-30b-a3b", direct=0, route_
     summary = {k_: _med([r[k_] for r in rows if k_ in r]) for k_ in rows[0]}
     summary["clock_step_ns"] = _clock_step(per_call[1][0] + per_call[1][2])
     distinct = statistics.mean(int(torch.unique(s_[4]).numel()) for s_ in sets)
-    plain = [(lambda x, w13, w2, tw, ids, o=outs[i], i=i: moe_pairs(x, w13, w2, tw, ids, out=o, config=dict(cfg), **lg(i)))
-             for i in range(n_calls)]
+    plain = [(lambda x, w13, w2, tw, ids, o=outs[i], i=i:
+              moe_pairs(x, w13, w2, tw, ids, out=o, config=dict(cfg), **lg(i))) for i in range(n_calls)]
     on = timing.measure(lambda i: calls[i](), [(i,) for i in range(n_calls)], mode="graph", samples=samples).median_us
     off = timing.measure(lambda i: plain[i](*sets[i]), [(i,) for i in range(n_calls)], mode="graph",
                          samples=samples).median_us
-    return {"case": f"moe_pairs {shape} T={T}" + (f" direct {direct}" if direct else "") + (" route-in" if route_in else ""), "config": cfg, "programs": n_prog,
+    case = f"moe_pairs {shape} T={T}" + (f" direct {direct}" if direct else "") + (" route-in" if route_in else "")
+    return {"case": case, "config": cfg, "programs": n_prog,
             "floor_us": round(distinct * 3 * H * I * 2 / (gbps * 1e3), 2), "us_per_call_probe_on": round(on, 2),
             "us_per_call_probe_off": round(off, 2), "rel_err": err, "timeline_us": summary}
 

@@ -85,7 +85,8 @@ def main() -> None:
                     help="with --pairs-two: also phase-2 tiles of fewer registers (16 × 256, 32 × 128, 16 × 128), as "
                          "one kernel and as two")
     ap.add_argument("--direct", action="store_true",
-                    help="block mode, T=1: the default against DIRECT (phase 2 without partials, $MOELAB_PAIRS_DIRECT; "
+                    help="block mode, T=1: the launcher's choice and the partials form against DIRECT (phase 2 without "
+                         "partials, $MOELAB_PAIRS_DIRECT; "
                          "with a shared expert $MOELAB_PAIRS_DIRECT_SHARED) at several output blocks, experts wider "
                          "than 128 in column chunks ($MOELAB_PAIRS_DIRECT_MAX_I), and with the routing inside the "
                          "kernel (ROUTE_IN) where DIRECT applies")
@@ -271,7 +272,10 @@ def main() -> None:
                     # DIRECT with the shared expert (Qwen3.5-35B-A3B's tp=4 shard, shard35; moe_pairs.PAIRS_DIRECT_SHARED):
                     # 16-output blocks 168 registers (3 an SM: 396 resident of 416 programs), 8 124 (4: 528 of 544).
                     # Predicted −1..−1.5 µs against the default (12.0 µs on the H200), and routing inside −0.5..−1 more.
-                    grid = [dict(ROUTE="kernel"), *(dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=bh) for bh in (8, 16)),
+                    # DIRECT is the default here since session 44 (H100: 12.27 -> 11.55 µs, 11.26 with ROUTE_IN, the
+                    # default too): DIRECT=False is the form it replaced.
+                    grid = [dict(ROUTE="kernel"), dict(ROUTE="kernel", DIRECT=False),
+                            *(dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=bh) for bh in (8, 16)),
                             dict(ROUTE="in", DIRECT=True, BLOCK_HD=16)]
                 elif a.direct and T == 1 and max(I, SI) > 128:
                     # Wider than PAIRS_DIRECT_MAX_I, the w2 tile in column chunks (BLOCK_CD; session 43). Registers
@@ -291,7 +295,8 @@ def main() -> None:
                     # to the kernel's end, three dependent L2 trips). Registers (Triton 3.6, sm_90, the shard's T=1
                     # launch): 8-output blocks 96 (5 an SM: all 512 programs resident), 16 168 (3: 384 of 396), 32
                     # 255 with 348 B spilled. Predicted the shard T=1 −1..−1.5 µs.
-                    grid = [dict(ROUTE="kernel"), *(dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=bh) for bh in (8, 16, 32))]
+                    grid = [dict(ROUTE="kernel"), dict(ROUTE="kernel", DIRECT=False),
+                            *(dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=bh) for bh in (8, 16, 32))]
                     # With DIRECT at 16-output blocks (H100 …T0943: 10.58 µs against the default's 12.03), phase 1's
                     # tiles (168 registers at each but 8 × 2048's 246, phase 2 setting them), and the phases as two
                     # kernels (phase 1 alone at ~96 registers: 5 an SM). Predicted 4 × 2048 (one 32 KB trip a program,

@@ -206,9 +206,10 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
     def moe_tables(recs: list[tuple[str, dict]], heading: str) -> list[str]:
         # A run of prefill sizes only (no T below 32) does not displace the newest run that has the decode sizes, and a
         # run of fewer T does not displace a fuller sweep (its rows stay in the results folder).
-        benches = _newest(recs, "bench-moe", key=lambda r: (r.get("model"), r.get("tp"), r.get("shape", {}).get("shared_I"),
-                                                            min((x.get("T", 0) for x in r.get("rows", [])), default=0) >= 32),
-                          rank=lambda r: len({x.get("T") for x in r.get("rows", [])}))
+        def key(r):
+            return (r.get("model"), r.get("tp"), r.get("shape", {}).get("shared_I"),
+                    min((x.get("T", 0) for x in r.get("rows", [])), default=0) >= 32)
+        benches = _newest(recs, "bench-moe", key=key, rank=lambda r: len({x.get("T") for x in r.get("rows", [])}))
         if not benches:
             return []
         out = [f"### {heading}\n",
@@ -230,7 +231,8 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
         for (model, tp, E, H, I, k, sI), by_t in tables.items():
             runs = sorted({name: r for _, name, r in by_t.values()}.items(), key=lambda nr: nr[1]["env"]["date"])
             index = {name: i for i, (name, _) in enumerate(runs, 1)}
-            rows = [(x["T"], x["distinct_experts"], x["floor_us"], x.get("hf_loop_host_us"), x.get("hf_loop+compile_host_us"),
+            rows = [(x["T"], x["distinct_experts"], x["floor_us"], x.get("hf_loop_host_us"),
+                     x.get("hf_loop+compile_host_us"),
                      x.get("gather_bmm_graph_us"), x.get("gather_bmm+compile_graph_us"), x.get("moelab_host_us"),
                      x.get("moelab_graph_us"), x.get("pct_of_floor"), x.get("speedup_vs_best_baseline"),
                      f"[{index[name]}]") for T, (x, name, _) in sorted(by_t.items())]
