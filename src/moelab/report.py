@@ -330,7 +330,7 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
         keys = list(r["rows"][0].keys()) if r["rows"] else []
         out += [_md_table(keys, [[x.get(k) for k in keys] for x in r["rows"]]), ""]
     # Runs on an H100 (sessions when no H200 came) live in results_dir/h100/ and never enter the tables above; their
-    # end-to-end decode gets tables of its own, floors against the H100's own measured ceilings.
+    # MoE layer (`bench moe`) and end-to-end decode get tables of their own, floors against the H100's measured ceilings.
     h100 = load(Path(results_dir) / "h100")
     if any(r.get("kind") in ("bench-decode", "bench-moe") and shipped(r) for _, r in h100):
         out.append("### On an H100 (`benchmarks/results/h100/`)\n\nRecords from sessions in which only H100s came. "
