@@ -1587,6 +1587,16 @@ case "${1:?stage A to G}" in
     run bench-shard 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
     run bench-shard35 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4 --samples 10 --save
     ;;
+  GR) # session 45: the mailbox (moe_pairs.MBOX: phase 1's activations as self-flagging words phase 2 polls; no release
+      # fence, no counter, no load after the wait). Its GPU tests (bf16), the block sweep at the shard with and without
+      # its shared expert (routing inside and after the route kernel, 16- and 8-output blocks), the timeline with and
+      # without it, and issue 3's shard line as shipped and with it. Predicted the shard T=1 −0.6..−1.2 µs. ~5 minutes.
+    run gpu-tests 150 python -m pytest tests/kernels/test_moe.py -k "mailbox or direct or route" -q -p no:cacheprovider --tb=short -rf
+    run sweep-mbox 150 python benchmarks/sweep_moe.py --mode block --shapes shard,shard35 --tokens 1 --mailbox --samples 15
+    run timeline-mbox 90 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard --moe-direct 16 --moe-route-in --moe-mbox 0,1
+    run bench-shard 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
+    MOELAB_PAIRS_MAILBOX=1 run bench-shard-mbox 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1 --samples 10 --save
+    ;;
   GQ) # session 44 (prepared for an H200): issue 3's shard line on the H200 with routing inside the pair kernel and
       # the shared expert under DIRECT (H100 9.91 and 11.1 µs; predicted on the H200 ~9.3-9.6 without the shared
       # expert), then the kernel's timeline with and without ROUTE_IN (is the routing prologue or phase 1 the longer

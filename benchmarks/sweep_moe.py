@@ -90,6 +90,10 @@ def main() -> None:
                          "with a shared expert $MOELAB_PAIRS_DIRECT_SHARED) at several output blocks, experts wider "
                          "than 128 in column chunks ($MOELAB_PAIRS_DIRECT_MAX_I), and with the routing inside the "
                          "kernel (ROUTE_IN) where DIRECT applies")
+    ap.add_argument("--mailbox", action="store_true",
+                    help="block mode, T=1, experts ≤ 128 wide: DIRECT with the routing inside and after the route "
+                         "kernel, handing the activations over in counters (the default) and in the mailbox (MBOX, "
+                         "$MOELAB_PAIRS_MAILBOX), at 16- and 8-output blocks")
     ap.add_argument("--grouped-overlap", action="store_true",
                     help="--grouped: only the default against OVERLAP (the down GEMM polling each token tile's counter, "
                          "PDL-launched beside gate/up's last wave), its act rows by pointers and by TMA")
@@ -308,6 +312,13 @@ def main() -> None:
                     # Predicted −0.5..−1 µs against DIRECT after the route kernel.
                     grid += [dict(ROUTE="in", DIRECT=True, BLOCK_HD=16), dict(ROUTE="in", DIRECT=True, BLOCK_HD=16,
                                                                            BLOCK_I=2, BLOCK_K=2048)]
+                if a.mailbox and T == 1 and max(I, SI) <= 128:
+                    # Session 45: phase 1's activations as self-flagging words that phase 2 polls (moe_pairs.MBOX):
+                    # no release fence, no counter, no load after the wait. Registers (Triton 3.6, sm_90, the shard's
+                    # launch, integers specialised as launched): 16-output blocks 160 (157 routing inside, 168 with the
+                    # shared expert), 3 an SM as without it. Predicted the shard T=1 −0.6..−1.2 µs.
+                    grid = [dict(ROUTE=r, DIRECT=True, BLOCK_HD=bh, MBOX=mb)
+                            for r in ("in", "kernel") for bh in (16, 8) for mb in (False, True)]
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.
