@@ -1588,12 +1588,16 @@ case "${1:?stage A to G}" in
     run bench-shard35 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4 --samples 10 --save
     ;;
   GR) # session 45: the mailbox (moe_pairs.MBOX: phase 1's activations as self-flagging words phase 2 polls; no release
-      # fence, no counter, no load after the wait). Its GPU tests (bf16), the block sweep at the shard with and without
-      # its shared expert (routing inside and after the route kernel, 16- and 8-output blocks), the timeline with and
-      # without it, and issue 3's shard line as shipped and with it. Predicted the shard T=1 −0.6..−1.2 µs. ~5 minutes.
-    run gpu-tests 150 python -m pytest tests/kernels/test_moe.py -k "mailbox or direct or route" -q -p no:cacheprovider --tb=short -rf
-    run sweep-mbox 150 python benchmarks/sweep_moe.py --mode block --shapes shard,shard35 --tokens 1 --mailbox --samples 15
+      # fence, no counter, no load after the wait; in the partials form a column chunk at a time). Its GPU tests (bf16),
+      # the block sweep at the shard with and without its shared expert (routing inside and after the route kernel,
+      # 16- and 8-output blocks), then Qwen3-30B-A3B T=1,2,4 and Qwen3.5 T=1 (the partials form), the shard's timeline
+      # with and without it, batch 1 in the chain, and issue 3's shard line as shipped and with it. Predicted the shard
+      # T=1 −0.6..−1.2 µs, Qwen3-30B-A3B T=1 −0.5..−1.5. ~5 minutes.
+    run gpu-tests 150 python -m pytest tests/kernels/test_moe.py -k "mailbox or direct or route or two_launches" -q -p no:cacheprovider --tb=short -rf
+    run sweep-mbox 100 python benchmarks/sweep_moe.py --mode block --shapes shard,shard35 --tokens 1 --mailbox --samples 15
+    run sweep-mbox-wide 120 python benchmarks/sweep_moe.py --mode block --shapes qwen3,qwen35 --tokens 1,2,4 --mailbox --samples 15
     run timeline-mbox 90 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard --moe-direct 16 --moe-route-in --moe-mbox 0,1
+    run ab-30-mb 120 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,mb=MOELAB_PAIRS_MAILBOX:1
     run bench-shard 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
     MOELAB_PAIRS_MAILBOX=1 run bench-shard-mbox 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1 --samples 10 --save
     ;;

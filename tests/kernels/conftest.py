@@ -353,6 +353,10 @@ SM90_JOBS["moe_pairs_direct_shared"] = (_module, _kernel, _types,
 for _name in ("moe_pairs_direct", "moe_pairs_direct_shared", "moe_pairs_direct_route"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name + "_mbox"] = (_module, _kernel, dict(_types, mbox_ptr="*i32"), dict(_consts, MBOX=True), *_rest)
+# The mailbox in the partials form: Qwen3-30B-A3B's T=1 one kernel, and the two kernels' phases (from T=2).
+for _name in ("moe_pairs_backoff", "moe_pairs_phase1", "moe_pairs_phase2"):
+    _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
+    SM90_JOBS[_name + "_mbox"] = (_module, _kernel, dict(_types, mbox_ptr="*i32"), dict(_consts, MBOX=True), *_rest)
 # DIRECT for wide experts (session 43): Qwen3-30B-A3B's T=1 launch (I=768: 4-output blocks over three 256-column
 # chunks, the first requested before the wait).
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]

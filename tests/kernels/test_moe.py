@@ -769,14 +769,39 @@ def test_pairs_mailbox_carries_zeros_and_every_nan(two, monkeypatch):
     assert int(counters(x.device, 1, "moe-mbox").abs().sum()) == 0
 
 
-def test_pairs_mailbox_needs_direct_in_one_chunk():
-    """The mailbox asked for where DIRECT does not run, or runs in column chunks, is refused with the reason."""
+def test_pairs_mailbox_refuses_direct_in_chunks():
+    """The mailbox asked for with DIRECT in column chunks (whose later chunks it does not poll) is refused with the
+    reason."""
     from moelab.kernels.moe_pairs import moe_pairs
     x, w13, w2, w, ids, _ = make(1, 8, 64, 48, 2, torch.float32)
     with pytest.raises(ValueError, match="mailbox"):
-        moe_pairs(x, w13, w2, w, ids, out=poisoned(1, 64, x.dtype), config=dict(DIRECT=False, MBOX=True))
-    with pytest.raises(ValueError, match="mailbox"):
         moe_pairs(x, w13, w2, w, ids, out=poisoned(1, 64, x.dtype), config=dict(DIRECT=True, BLOCK_CD=16, MBOX=True))
+
+
+@pytest.mark.parametrize("T,shared", [(1, None), (2, (24, True)), (3, (72, False)), (1, (40, True))])
+@pytest.mark.parametrize("two", ["0", "1"])
+def test_pairs_mailbox_with_partials_is_the_counters_output_bitwise(T, shared, two, monkeypatch):
+    """The mailbox in the partials form (phase 2 a slot and output block a program, each column chunk's words polled as
+    it is needed, the slot's last reader zeroing them): bitwise the counters' output, in one kernel and in two, over
+    chunks of 16 columns (I=48: three, the shared expert's 72 five with the last part-masked), with a repeated expert
+    id, and the mailbox and the counters zero again after each call."""
+    from moelab.kernels import counters
+    from moelab.kernels.moe_pairs import moe_pairs
+    monkeypatch.setenv("MOELAB_PAIRS_TWO", two)
+    E, H, I, k = 16, 40, 48, 4
+    dtype = torch.float16 if DEV == "cpu" else torch.bfloat16
+    cfg = dict(BLOCK_I=8, BLOCK_K=32, BLOCK_H=16, BLOCK_K2=16, num_warps=4, DIRECT=False)
+    for seed in range(3):
+        x, w13, w2, w, ids, sh = make(T, E, H, I, k, dtype, seed=seed, shared=shared)
+        if seed == 1:
+            ids[0, 1] = ids[0, 0]
+        a = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(cfg, MBOX=False))
+        for _ in range(2):
+            b = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(cfg, MBOX=True))
+            assert torch.equal(a, b), f"seed {seed}"
+            assert int(counters(x.device, 1, "moe").abs().sum()) == 0
+            assert int(counters(x.device, 1, "moe-mbox").abs().sum()) == 0
+        assert rel(b, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[dtype]
 
 
 @pytest.mark.parametrize("mbox", ["0", "1"])

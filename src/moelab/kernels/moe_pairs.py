@@ -82,6 +82,20 @@ def _mbox_poll(ptrs):
     return tl.load(ptrs, volatile=True)
 
 
+@triton.jit
+def _mbox_take(ptrs, mask, SPIN_ASM: tl.constexpr):
+    """Poll the mailbox words at ptrs (1-D; lanes off `mask` point at a real word and are not waited for) until every
+    word under mask is written; their fp32 values, 0.0 off the mask."""
+    v = _mbox_poll(ptrs)
+    m = tl.min(tl.where(mask, v != 0, 1).to(tl.int32), axis=0)
+    while m == 0:
+        if SPIN_ASM != "":
+            m = tl.inline_asm_elementwise(SPIN_ASM, "=r,r", [m], dtype=tl.int32, is_pure=False, pack=1)
+        v = _mbox_poll(ptrs)
+        m = tl.min(tl.where(mask, v != 0, 1).to(tl.int32), axis=0)
+    return tl.where(mask, (v - 1).to(tl.float32, bitcast=True), 0.0)
+
+
 @triton.jit(do_not_specialize=["pf_on"])
 def _moe_pairs_kernel(
     # pointers
@@ -119,8 +133,8 @@ def _moe_pairs_kernel(
     ROUTE_IN: tl.constexpr = False,  # DIRECT only: every program routes the token itself (see `pairs_route_in`)
     E_PAD: tl.constexpr = 1,  # ROUTE_IN: next_pow2(E)
     RENORM: tl.constexpr = True,  # ROUTE_IN: renormalise the top-k probabilities
-    mbox_ptr=None,  # MBOX: int32 [N_SLOTS, I_MAX] + 1 (the shared gate), zero between calls
-    MBOX: tl.constexpr = False,  # DIRECT in one chunk: the activations handed over as self-flagging words (see above)
+    mbox_ptr=None,  # MBOX: int32 [N_SLOTS, I_MAX] + T (the shared gates), zero between calls
+    MBOX: tl.constexpr = False,  # the activations handed over as self-flagging words (PAIRS_MAILBOX; DIRECT: one chunk)
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
@@ -337,23 +351,48 @@ def _moe_pairs_kernel(
         kmask = offs_k < I_s
         w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
                     other=0.0, eviction_policy="evict_first")  # in flight before we wait
-        I_ready = _wait_geq(cnt_ptr + s * CS, tl.cdiv(I_s, BLOCK_I), I_s, SPIN_ASM)
+        if MBOX:  # each chunk's words polled as it is needed: the slot's first columns before its last rows are done
+            a = _mbox_take(mbox_ptr + s * I_MAX + tl.where(kmask, offs_k, 0), kmask, SPIN_ASM)
+            I_ready = I_s
+        else:
+            I_ready = _wait_geq(cnt_ptr + s * CS, tl.cdiv(I_s, BLOCK_I), I_s, SPIN_ASM)
+            a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0,
+                        cache_modifier=".cg").to(tl.float32)
         if PROBE:
             tl.store(probe_ptr + pid * 4 + 1, now_ns(I_ready))
-        a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0, cache_modifier=".cg").to(tl.float32)
         acc = tl.sum(w.to(tl.float32) * a[None, :], axis=1)
         for k0 in range(BLOCK_K2, I_s, BLOCK_K2):
             offs_k = k0 + tl.arange(0, BLOCK_K2)
             kmask = offs_k < I_s
             w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
                         other=0.0, eviction_policy="evict_first")
-            a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0,
-                        cache_modifier=".cg").to(tl.float32)
+            if MBOX:
+                a = _mbox_take(mbox_ptr + s * I_MAX + tl.where(kmask, offs_k, 0), kmask, SPIN_ASM)
+            else:
+                a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0,
+                            cache_modifier=".cg").to(tl.float32)
             acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
         # Routing weight of the slot; the shared expert's sigmoid gate was stored by its phase-1 block 0
-        # (written before the release this program acquired).
-        weight = tl.where(is_shared, tl.load(gw_ptr + t, mask=I_ready > 0, other=0.0, cache_modifier=".cg"), route_w)
+        # (written before the release this program acquired; under MBOX a word of its own).
+        if MBOX:
+            offs_g = tl.arange(0, 2)
+            gmask = (offs_g == 0) & is_shared
+            gate = tl.sum(_mbox_take(mbox_ptr + N_SLOTS * I_MAX + tl.where(gmask, t, 0), gmask, SPIN_ASM), axis=0)
+            # This program has read its slot's words: the last of the slot's N_HBLK readers zeroes them (and the
+            # count) for the next call. The count's result is needed only after the partial's store.
+            readers = tl.atomic_add(cnt_ptr + s * CS, 1, sem="relaxed", scope="gpu")
+        else:
+            gate = tl.load(gw_ptr + t, mask=I_ready > 0, other=0.0, cache_modifier=".cg")
+        weight = tl.where(is_shared, gate, route_w)
         tl.store(part_ptr + s * H + offs_h, acc * weight, mask=hmask)
+        if MBOX:
+            if readers == N_HBLK - 1:
+                for k0 in range(0, I_s, BLOCK_K2):
+                    offs_k = k0 + tl.arange(0, BLOCK_K2)
+                    tl.store(mbox_ptr + s * I_MAX + offs_k, tl.zeros((BLOCK_K2,), tl.int32), mask=offs_k < I_s)
+                if is_shared:
+                    tl.store(mbox_ptr + N_SLOTS * I_MAX + t, 0)
+                tl.store(cnt_ptr + s * CS, 0)
         tl.debug_barrier()
         arrived = tl.atomic_add(cnt_ptr + (N_SLOTS + hb) * CS, 1, sem="acq_rel", scope="gpu")
         if arrived == N_SLOTS - 1:
@@ -653,10 +692,10 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
         if T != 1:
             raise ValueError(f"DIRECT takes one token, got T={T}")
         cfg["BLOCK_H"] = block_hd
-    mbox = bool(cfg.pop("MBOX", direct and block_c >= i_max and env_int("MOELAB_PAIRS_MAILBOX", PAIRS_MAILBOX)))
-    if mbox and not (direct and block_c >= i_max):
-        raise ValueError(f"the mailbox (MBOX) needs DIRECT in one chunk (T=1, BLOCK_CD ≥ {i_max}); got T={T}, "
-                         f"DIRECT={direct}, BLOCK_CD={block_c}")
+    mbox = bool(cfg.pop("MBOX", not (direct and block_c < i_max) and env_int("MOELAB_PAIRS_MAILBOX", PAIRS_MAILBOX)))
+    if mbox and direct and block_c < i_max:
+        raise ValueError(f"the mailbox (MBOX) takes DIRECT in one chunk only (BLOCK_CD ≥ {i_max}), not in chunks of "
+                         f"{block_c}")
     n_slots = T * k + (T if shared is not None else 0)
     n_iblk = cdiv(i_max, cfg["BLOCK_I"])
     n_hblk = cdiv(H, cfg["BLOCK_H"])
@@ -685,7 +724,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
                 DIRECT=direct, BLOCK_C=block_c, N_C=cdiv(i_max, block_c), LD_ACQ=direct and not interpreting(),
                 **(dict(lg_ptr=logits, ROUTE_IN=True, E_PAD=next_pow2(E), RENORM=bool(renormalize))
                    if logits is not None else {}),
-                **(dict(mbox_ptr=counters(x.device, n_slots * i_max + 1, "moe-mbox"), MBOX=True) if mbox else {}),
+                **(dict(mbox_ptr=counters(x.device, n_slots * i_max + T, "moe-mbox"), MBOX=True) if mbox else {}),
                 **({"launch_pdl": True} if pdl else {}), **cfg)
     # From PAIRS_TWO_MIN_T tokens the phases are two kernels, so phase 1 is compiled alone (96 registers at the T=1
     # tile, sm_90, Triton 3.6: 5 programs an SM) instead of under phase 2's 230 (2 an SM). Phase 2 is PDL-launched
