@@ -1592,7 +1592,9 @@ case "${1:?stage A to G}" in
       # the block sweep at the shard with and without its shared expert (routing inside and after the route kernel,
       # 16- and 8-output blocks), then Qwen3-30B-A3B T=1,2,4 and Qwen3.5 T=1 (the partials form), the shard's timeline
       # with and without it, batch 1 in the chain, and issue 3's shard line as shipped and with it. Predicted the shard
-      # T=1 −0.6..−1.2 µs, Qwen3-30B-A3B T=1 −0.5..−1.5. ~5 minutes.
+      # T=1 −0.6..−1.2 µs, Qwen3-30B-A3B T=1 −0.5..−1.5. ~5 minutes. Ran on an H100 (gpu-session-GR-…T1705.log): lost
+      # everywhere (the shard 10.29 -> 13.71 µs), and MBOX, `--mailbox` and `--moe-mbox` are gone (moe_pairs.py says
+      # why); the stage stays as the record of what ran.
     run gpu-tests 150 python -m pytest tests/kernels/test_moe.py -k "mailbox or direct or route or two_launches" -q -p no:cacheprovider --tb=short -rf
     run sweep-mbox 100 python benchmarks/sweep_moe.py --mode block --shapes shard,shard35 --tokens 1 --mailbox --samples 15
     run sweep-mbox-wide 120 python benchmarks/sweep_moe.py --mode block --shapes qwen3,qwen35 --tokens 1,2,4 --mailbox --samples 15

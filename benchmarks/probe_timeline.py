@@ -124,7 +124,7 @@ def probe_attention(b, s, n_calls, gbps, samples):
             "us_per_call_probe_off": round(off, 2), "rel_err": err, "timeline_us": summary}
 
 
-def probe_moe(T, n_calls, gbps, samples, shape="qwen3-30b-a3b", direct=0, route_in=False, mbox=None):
+def probe_moe(T, n_calls, gbps, samples, shape="qwen3-30b-a3b", direct=0, route_in=False):
     dev, dt = "cuda", torch.bfloat16
     E, H, I, k = MOE_SHAPES[shape]
     layers = [((torch.randn(E, 2 * I, H, device=dev) * H ** -0.5).to(dt),
@@ -140,7 +140,7 @@ def probe_moe(T, n_calls, gbps, samples, shape="qwen3-30b-a3b", direct=0, route_
     cfg = pairs_config(T, k, H, I)
     n_prog = T * k * cdiv(I, cfg["BLOCK_I"]) + T * k * cdiv(H, cfg["BLOCK_H"])
     if direct:  # phase 2 without partials (DIRECT): one program per `direct` outputs, over all k slots
-        cfg = dict(cfg, DIRECT=True, BLOCK_HD=direct, **({} if mbox is None else {"MBOX": mbox}))
+        cfg = dict(cfg, DIRECT=True, BLOCK_HD=direct)
         n_prog = T * k * cdiv(I, cfg["BLOCK_I"]) + cdiv(H, direct)
     bufs = [torch.zeros(n_prog * 4, dtype=torch.int64, device=dev) for _ in range(n_calls)]
     outs = [torch.empty(T, H, dtype=dt, device=dev) for _ in range(n_calls)]
@@ -177,8 +177,7 @@ def probe_moe(T, n_calls, gbps, samples, shape="qwen3-30b-a3b", direct=0, route_
     on = timing.measure(lambda i: calls[i](), [(i,) for i in range(n_calls)], mode="graph", samples=samples).median_us
     off = timing.measure(lambda i: plain[i](*sets[i]), [(i,) for i in range(n_calls)], mode="graph",
                          samples=samples).median_us
-    case = (f"moe_pairs {shape} T={T}" + (f" direct {direct}" if direct else "") + (" route-in" if route_in else "")
-            + (" mbox" if mbox else ""))
+    case = f"moe_pairs {shape} T={T}" + (f" direct {direct}" if direct else "") + (" route-in" if route_in else "")
     return {"case": case, "config": cfg, "programs": n_prog,
             "floor_us": round(distinct * 3 * H * I * 2 / (gbps * 1e3), 2), "us_per_call_probe_on": round(on, 2),
             "us_per_call_probe_off": round(off, 2), "rel_err": err, "timeline_us": summary}
@@ -194,8 +193,6 @@ def main() -> None:
                     "shared expert) at these output blocks, comma-separated; 0 the default form")
     ap.add_argument("--moe-route-in", action="store_true", help="with --moe-direct: every program routes the token "
                     "from its logits (ROUTE_IN, as `moe_block` runs the shard at T=1)")
-    ap.add_argument("--moe-mbox", default="", help="with --moe-direct: the activations handed over in counters (0), in "
-                    "the mailbox (1, MBOX), or both (0,1); '' the launcher's choice")
     ap.add_argument("--calls", type=int, default=8, help="calls per graph (≥ 3)")
     ap.add_argument("--samples", type=int, default=15)
     a = ap.parse_args()
@@ -203,9 +200,6 @@ def main() -> None:
         ap.error("--calls must be at least 3")
     if a.moe_route_in and ("0" in a.moe_direct.split(",") or a.moe.split(",") != ["1"]):
         ap.error("--moe-route-in needs --moe 1 and --moe-direct without 0 (routing in the kernel is DIRECT's, at T=1)")
-    mboxes = [bool(int(x)) for x in a.moe_mbox.split(",") if x] or [None]
-    if a.moe_mbox and "0" in a.moe_direct.split(","):
-        ap.error("--moe-mbox needs --moe-direct without 0 (the mailbox is DIRECT's, at T=1)")
     if not torch.cuda.is_available():
         raise SystemExit("probe_timeline: needs a CUDA GPU (the probes read %globaltimer)")
     gbps = hardware.ceilings().read_gbps
@@ -216,9 +210,8 @@ def main() -> None:
         print(results[-1], flush=True)
     for t in [int(x) for x in a.moe.split(",") if x]:
         for d in [int(x) for x in a.moe_direct.split(",") if x]:
-            for mb in mboxes:
-                results.append(probe_moe(t, a.calls, gbps, a.samples, a.moe_shape, d, a.moe_route_in, mb))
-                print(results[-1], flush=True)
+            results.append(probe_moe(t, a.calls, gbps, a.samples, a.moe_shape, d, a.moe_route_in))
+            print(results[-1], flush=True)
     path = timing.save_result("probe-timeline", {"read_gbps": gbps, "calls": a.calls, "results": results})
     print("saved", path)
     for r in results:

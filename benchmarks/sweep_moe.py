@@ -90,10 +90,6 @@ def main() -> None:
                          "with a shared expert $MOELAB_PAIRS_DIRECT_SHARED) at several output blocks, experts wider "
                          "than 128 in column chunks ($MOELAB_PAIRS_DIRECT_MAX_I), and with the routing inside the "
                          "kernel (ROUTE_IN) where DIRECT applies")
-    ap.add_argument("--mailbox", action="store_true",
-                    help="block mode: the activations handed over in counters (the default) and in the mailbox "
-                         "(MBOX, $MOELAB_PAIRS_MAILBOX); at T=1 and experts ≤ 128 wide under DIRECT with the routing "
-                         "inside and after the route kernel at 16- and 8-output blocks, elsewhere the partials form")
     ap.add_argument("--grouped-overlap", action="store_true",
                     help="--grouped: only the default against OVERLAP (the down GEMM polling each token tile's counter, "
                          "PDL-launched beside gate/up's last wave), its act rows by pointers and by TMA")
@@ -312,19 +308,6 @@ def main() -> None:
                     # Predicted −0.5..−1 µs against DIRECT after the route kernel.
                     grid += [dict(ROUTE="in", DIRECT=True, BLOCK_HD=16), dict(ROUTE="in", DIRECT=True, BLOCK_HD=16,
                                                                            BLOCK_I=2, BLOCK_K=2048)]
-                if a.mailbox and T == 1 and max(I, SI) <= 128:
-                    # Session 45: phase 1's activations as self-flagging words that phase 2 polls (moe_pairs.MBOX):
-                    # no release fence, no counter, no load after the wait. Registers (Triton 3.6, sm_90, the shard's
-                    # launch, integers specialised as launched): 16-output blocks 160 (157 routing inside, 168 with the
-                    # shared expert), 3 an SM as without it. Predicted the shard T=1 −0.6..−1.2 µs.
-                    grid = [dict(ROUTE=r, DIRECT=True, BLOCK_HD=bh, MBOX=mb)
-                            for r in ("in", "kernel") for bh in (16, 8) for mb in (False, True)]
-                elif a.mailbox:
-                    # The partials form (each phase-2 program polls its slot's words a column chunk at a time, so it
-                    # starts on the first chunk before the slot's last rows are done; the slot's last reader zeroes
-                    # them). Registers (as above): Qwen3-30B-A3B's T=1 one kernel 125 against 128, phase 2 alone 122
-                    # against 121. Predicted Qwen3-30B-A3B T=1 −0.5..−1.5 µs of ~25-31, T=2..4 likewise.
-                    grid = [dict(ROUTE="kernel", MBOX=False), dict(ROUTE="kernel", MBOX=True)]
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.

@@ -329,11 +329,10 @@ for _name in [n_ for n_, j_ in SM90_JOBS.items() if j_[1] == "_moe_pairs_kernel"
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name] = (_module, _kernel, _types, {"SHARED_PF": False, "N_PF": 128,
                                                     "NEXT_PF": False, "DIRECT": False, "BLOCK_C": 1, "N_C": 1, "LD_ACQ": False,
-                                                    "ROUTE_IN": False, "E_PAD": 1, "RENORM": True, "MBOX": False, **_consts},
-                        *_rest)
+                                                    "ROUTE_IN": False, "E_PAD": 1, "RENORM": True, **_consts}, *_rest)
 # The tp=4 shard's T=1 launch (E=256, H=2048, I=128, k=8, no shared expert), phase 2 without partials (DIRECT). Its
 # integers marked divisible by 16 as that launch specialises them (w2's row stride among them: unmarked, the w2 tile
-# compiles to 2-byte loads and other registers).
+# compiled to 2-byte loads, 168 registers against 162; session 45).
 _module, _kernel, _types, _consts, _div16, *_rest = SM90_JOBS["moe_pairs_backoff"]
 SM90_JOBS["moe_pairs_direct"] = (_module, _kernel, _types,
                                  dict(_consts, N_IBLK=32, N_HBLK=128, N1=256, BLOCK_I=4, BLOCK_H=16, BLOCK_K2=128,
@@ -348,15 +347,6 @@ SM90_JOBS["moe_pairs_direct_route"] = (_module, _kernel, dict(_types, lg_ptr="*f
 SM90_JOBS["moe_pairs_direct_shared"] = (_module, _kernel, _types,
                                         dict(_consts, HAS_SHARED=True, SHARED_GATE=True, N_SLOTS=9, S_PAD=16, N1=288),
                                         *_rest)
-# DIRECT handing the activations over in a mailbox of self-flagging words (MBOX, session 45), alone and with the
-# shared expert and the routing inside.
-for _name in ("moe_pairs_direct", "moe_pairs_direct_shared", "moe_pairs_direct_route"):
-    _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
-    SM90_JOBS[_name + "_mbox"] = (_module, _kernel, dict(_types, mbox_ptr="*i32"), dict(_consts, MBOX=True), *_rest)
-# The mailbox in the partials form: Qwen3-30B-A3B's T=1 one kernel, and the two kernels' phases (from T=2).
-for _name in ("moe_pairs_backoff", "moe_pairs_phase1", "moe_pairs_phase2"):
-    _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
-    SM90_JOBS[_name + "_mbox"] = (_module, _kernel, dict(_types, mbox_ptr="*i32"), dict(_consts, MBOX=True), *_rest)
 # DIRECT for wide experts (session 43): Qwen3-30B-A3B's T=1 launch (I=768: 4-output blocks over three 256-column
 # chunks, the first requested before the wait).
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]
@@ -364,8 +354,7 @@ SM90_JOBS["moe_pairs_direct_wide"] = (_module, _kernel, _types,
                                       dict(_consts, N_HBLK=512, BLOCK_H=4, SPIN_ASM="{ nanosleep.u32 128; mov.b32 $0, $1; }",
                                            DIRECT=True, BLOCK_C=256, N_C=3, LD_ACQ=True), *_rest)
 # The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
-for _name in ("attention_split", "attention_combine", "moe_pairs_backoff", "moe_pairs_direct_route",
-              "moe_pairs_direct_route_mbox"):
+for _name in ("attention_split", "attention_combine", "moe_pairs_backoff", "moe_pairs_direct_route"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name + "_probe"] = (_module, _kernel, _types, dict(_consts, PROBE=True), *_rest)
 # The split kernel merging its own splits (MERGE, up to 4 splits: B=8 at 16k), plain and in the engine's form.

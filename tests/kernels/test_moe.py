@@ -710,104 +710,35 @@ def test_pairs_in_two_launches_give_the_one_launch_output_bitwise(shared, monkey
     assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[x.dtype]
 
 
-@pytest.mark.parametrize("mbox", [False, True])
 @pytest.mark.parametrize("shared", [None, (40, True), (56, False)])
 @pytest.mark.parametrize("two", ["0", "1"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_pairs_direct_matches_the_reference(dtype, two, shared, mbox, monkeypatch):
+def test_pairs_direct_matches_the_reference(dtype, two, shared, monkeypatch):
     """DIRECT (T=1, phase 2 without partials: every output block sums all k slots in registers) against the fp32
     reference over seeds, odd widths (I=48: a w2 tile with masked columns; H=88 over 16-output blocks of which the
     last is part-masked), a repeated expert id, an out-of-range id (that token's row NaN), in one kernel and in two;
     bitwise the same on a second call, and the counters zero again after each. With a shared expert narrower or wider
-    than the routed ones (its slot's counter then has another target), gated by sigmoid(gate · x) or not. With the
-    activations handed over in the mailbox (MBOX) too: bitwise the counters' output, and the mailbox zero again."""
+    than the routed ones (its slot's counter then has another target), gated by sigmoid(gate · x) or not."""
     from moelab.kernels import counters
     from moelab.kernels.moe_pairs import moe_pairs
     monkeypatch.setenv("MOELAB_PAIRS_TWO", two)
     E, H, I, k = 16, 88, 48, 4
-    cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=64, BLOCK_K2=64, num_warps=4, DIRECT=True, BLOCK_HD=16, MBOX=mbox)
-
-    def zeroed():
-        return int(counters(x.device, 1, "moe").abs().sum()) == 0 == int(counters(x.device, 1, "moe-mbox").abs().sum())
-
+    cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=64, BLOCK_K2=64, num_warps=4, DIRECT=True, BLOCK_HD=16)
     for seed in range(6):
         x, w13, w2, w, ids, sh = make(1, E, H, I, k, dtype, seed=seed, shared=shared)
         if seed == 4:
             ids[0, 2] = ids[0, 1]  # the same expert in two slots
         a = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, H, dtype), config=cfg)
-        assert zeroed()
+        assert int(counters(x.device, 1, "moe").abs().sum()) == 0
         assert rel(a, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[dtype], f"seed {seed}"
         assert torch.equal(a, moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, H, dtype), config=cfg))
-        if mbox:
-            assert torch.equal(a, moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, H, dtype),
-                                            config=dict(cfg, MBOX=False)))
     ids[0, 3] = E  # out of range: the kernel stays in bounds and poisons the token
     assert torch.isnan(moe_pairs(x, w13, w2, w, ids, sh, out=torch.zeros(1, H, dtype=dtype, device=DEV), config=cfg)).all()
-    assert zeroed()
+    assert int(counters(x.device, 1, "moe").abs().sum()) == 0
 
 
-@pytest.mark.parametrize("two", ["0", "1"])
-def test_pairs_mailbox_carries_zeros_and_every_nan(two, monkeypatch):
-    """The mailbox's words are the activations' bits + 1, 0 meaning not yet written. Activations of 0.0 (bits 0) pass
-    through it as zeros, and a NaN whose bits are all ones (x's NaN payload carried through the products, as the CPU
-    carries it: the one value whose bits + 1 would be 0) is made the canonical NaN before it is stored, so the output is
-    NaN as the counters' form gives, not a wait that never ends."""
-    from moelab.kernels import counters
-    from moelab.kernels.moe_pairs import moe_pairs
-    monkeypatch.setenv("MOELAB_PAIRS_TWO", two)
-    E, H, I, k = 8, 64, 32, 2
-    cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=64, BLOCK_K2=64, num_warps=4, DIRECT=True, BLOCK_HD=16)
-    x, w13, w2, w, ids, _ = make(1, E, H, I, k, torch.float32, seed=3)
-    x.zero_()  # every activation SiLU(0)·0 = 0
-    for mbox in (False, True):
-        assert torch.equal(moe_pairs(x, w13, w2, w, ids, out=poisoned(1, H, x.dtype), config=dict(cfg, MBOX=mbox)),
-                           torch.zeros(1, H, device=DEV))
-    x.view(torch.int32)[0, :] = -1  # NaN, every bit set
-    for mbox in (False, True):
-        assert torch.isnan(moe_pairs(x, w13, w2, w, ids, out=poisoned(1, H, x.dtype),
-                                     config=dict(cfg, MBOX=mbox))).all()
-    assert int(counters(x.device, 1, "moe-mbox").abs().sum()) == 0
-
-
-def test_pairs_mailbox_refuses_direct_in_chunks():
-    """The mailbox asked for with DIRECT in column chunks (whose later chunks it does not poll) is refused with the
-    reason."""
-    from moelab.kernels.moe_pairs import moe_pairs
-    x, w13, w2, w, ids, _ = make(1, 8, 64, 48, 2, torch.float32)
-    with pytest.raises(ValueError, match="mailbox"):
-        moe_pairs(x, w13, w2, w, ids, out=poisoned(1, 64, x.dtype), config=dict(DIRECT=True, BLOCK_CD=16, MBOX=True))
-
-
-@pytest.mark.parametrize("T,shared", [(1, None), (2, (24, True)), (3, (72, False)), (1, (40, True))])
-@pytest.mark.parametrize("two", ["0", "1"])
-def test_pairs_mailbox_with_partials_is_the_counters_output_bitwise(T, shared, two, monkeypatch):
-    """The mailbox in the partials form (phase 2 a slot and output block a program, each column chunk's words polled as
-    it is needed, the slot's last reader zeroing them): bitwise the counters' output, in one kernel and in two, over
-    chunks of 16 columns (I=48: three, the shared expert's 72 five with the last part-masked), with a repeated expert
-    id, and the mailbox and the counters zero again after each call."""
-    from moelab.kernels import counters
-    from moelab.kernels.moe_pairs import moe_pairs
-    monkeypatch.setenv("MOELAB_PAIRS_TWO", two)
-    E, H, I, k = 16, 40, 48, 4
-    dtype = torch.float16 if DEV == "cpu" else torch.bfloat16
-    cfg = dict(BLOCK_I=8, BLOCK_K=32, BLOCK_H=16, BLOCK_K2=16, num_warps=4, DIRECT=False)
-    for seed in range(3):
-        x, w13, w2, w, ids, sh = make(T, E, H, I, k, dtype, seed=seed, shared=shared)
-        if seed == 1:
-            ids[0, 1] = ids[0, 0]
-        a = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(cfg, MBOX=False))
-        for _ in range(2):
-            b = moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(T, H, dtype), config=dict(cfg, MBOX=True))
-            assert torch.equal(a, b), f"seed {seed}"
-            assert int(counters(x.device, 1, "moe").abs().sum()) == 0
-            assert int(counters(x.device, 1, "moe-mbox").abs().sum()) == 0
-        assert rel(b, fused_moe_reference(x, w13, w2, w, ids, sh)) <= TOL[dtype]
-
-
-@pytest.mark.parametrize("mbox", ["0", "1"])
 @pytest.mark.parametrize("k,renormalize,shared", [(4, True, None), (4, False, None), (1, True, None), (4, True, (40, True))])
-def test_moe_block_routing_inside_the_pair_kernel_is_the_two_launch_result_bitwise(k, renormalize, shared, mbox,
-                                                                                    monkeypatch):
+def test_moe_block_routing_inside_the_pair_kernel_is_the_two_launch_result_bitwise(k, renormalize, shared, monkeypatch):
     """ROUTE_IN ($MOELAB_PAIRS_ROUTE_IN=1: `moe_block` at T=1 in one launch, every pair-kernel program routing the token
     itself) gives the route kernel's weights and ids and the two-launch output, bitwise, with and without
     renormalising, at k=1 (the rounds, not the bitonic top-k) and with a shared expert; and the reference's output
@@ -817,7 +748,6 @@ def test_moe_block_routing_inside_the_pair_kernel_is_the_two_launch_result_bitwi
     from moelab.ops.moe import moe_block_reference
     E, H, I = 16, 88, 48
     monkeypatch.setenv("MOELAB_PAIRS_DIRECT_SHARED", "1")
-    monkeypatch.setenv("MOELAB_PAIRS_MAILBOX", mbox)  # the activations handed over in the mailbox, or in counters
     dtype = torch.float16 if DEV == "cpu" else torch.bfloat16
     for seed in range(3):
         x, w13, w2, _, _, sh = make(1, E, H, I, k, dtype, seed=seed, shared=shared)
@@ -1206,14 +1136,6 @@ def test_pairs_direct_compiles_for_sm90(sm90):
         job = sm90[name]
         assert "error" not in job, (name, job.get("error"))
         assert "griddepcontrol.wait" in job["ptx"] and "nanosleep" in job["ptx"] and "ld.acquire.gpu" in job["ptx"]
-    # The mailbox (MBOX): volatile polls of the words, no acquire and no release (phase 1 counts nothing).
-    for name in ("moe_pairs_direct_mbox", "moe_pairs_direct_route_mbox", "moe_pairs_direct_shared_mbox",
-                 "moe_pairs_direct_route_mbox_probe"):
-        job = sm90[name]
-        assert "error" not in job, (name, job.get("error"))
-        ptx = job["ptx"]
-        assert "griddepcontrol.wait" in ptx and "nanosleep" in ptx and "ld.volatile.global" in ptx, name
-        assert "ld.acquire" not in ptx and ".release" not in ptx, name
 
 
 @pytest.mark.parametrize("job", ["route_bitonic_k1", "route_bitonic_k6"])

@@ -65,37 +65,6 @@ def _prefetch_shared(sw13_ptr, sw2_ptr, ib, H, IS, on, BLOCK_I: tl.constexpr, N_
     _prefetch_range(sw2_ptr, w2_share, H * IS * EB * on, ib, N_PF)
 
 
-@triton.jit
-def _mbox_word(v):
-    """An fp32 value as a mailbox word (MBOX): its bits + 1, never 0, the empty word (a NaN is made the canonical one
-    first, so no value has the bits 0xFFFFFFFF)."""
-    v = tl.where(v == v, v, float("nan"))
-    return v.to(tl.int32, bitcast=True) + 1
-
-
-@triton.jit
-def _mbox_poll(ptrs):
-    """Mailbox words at ptrs, read from L2 (volatile loads: relaxed at system scope in PTX's memory model). No acquire
-    is needed: each word is its own flag (0 until written), so a word seen non-zero is the value. (Per-element
-    `ld.relaxed.gpu` in inline PTX took the shard's kernel with its shared expert from 168 to 224 registers, Triton 3.6:
-    2 programs an SM, not 3.)"""
-    return tl.load(ptrs, volatile=True)
-
-
-@triton.jit
-def _mbox_take(ptrs, mask, SPIN_ASM: tl.constexpr):
-    """Poll the mailbox words at ptrs (1-D; lanes off `mask` point at a real word and are not waited for) until every
-    word under mask is written; their fp32 values, 0.0 off the mask."""
-    v = _mbox_poll(ptrs)
-    m = tl.min(tl.where(mask, v != 0, 1).to(tl.int32), axis=0)
-    while m == 0:
-        if SPIN_ASM != "":
-            m = tl.inline_asm_elementwise(SPIN_ASM, "=r,r", [m], dtype=tl.int32, is_pure=False, pack=1)
-        v = _mbox_poll(ptrs)
-        m = tl.min(tl.where(mask, v != 0, 1).to(tl.int32), axis=0)
-    return tl.where(mask, (v - 1).to(tl.float32, bitcast=True), 0.0)
-
-
 @triton.jit(do_not_specialize=["pf_on"])
 def _moe_pairs_kernel(
     # pointers
@@ -133,8 +102,6 @@ def _moe_pairs_kernel(
     ROUTE_IN: tl.constexpr = False,  # DIRECT only: every program routes the token itself (see `pairs_route_in`)
     E_PAD: tl.constexpr = 1,  # ROUTE_IN: next_pow2(E)
     RENORM: tl.constexpr = True,  # ROUTE_IN: renormalise the top-k probabilities
-    mbox_ptr=None,  # MBOX: int32 [N_SLOTS, I_MAX] + T (the shared gates), zero between calls
-    MBOX: tl.constexpr = False,  # the activations handed over as self-flagging words (PAIRS_MAILBOX; DIRECT: one chunk)
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
@@ -205,11 +172,7 @@ def _moe_pairs_kernel(
             offs_i = ib * BLOCK_I + tl.arange(0, BLOCK_I)
             imask = offs_i < I_s
             act = _swiglu_rows(w_base, s_row, x_ptr + t * s_xt, offs_i, imask, I_s, H, BLOCK_I, BLOCK_K)
-            if MBOX:  # rounded as the activation dtype, stored as words phase 2 polls: no counter, no release
-                tl.store(mbox_ptr + s * I_MAX + offs_i, _mbox_word(act.to(act_ptr.dtype.element_ty).to(tl.float32)),
-                         mask=imask, cache_modifier=".cg")
-            else:
-                tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
+            tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
             if HAS_SHARED:
                 if is_shared & (ib == 0):  # the shared expert's gate for token t: sigmoid(gate · x[t]), or 1
                     if SHARED_GATE:
@@ -219,16 +182,11 @@ def _moe_pairs_kernel(
                             gm = offs_g < H
                             gacc += (tl.load(sgate_ptr + offs_g, mask=gm, other=0.0).to(tl.float32)
                                      * tl.load(x_ptr + t * s_xt + offs_g, mask=gm, other=0.0).to(tl.float32))
-                        g = tl.sigmoid(tl.sum(gacc, axis=0))
+                        tl.store(gw_ptr + t, tl.sigmoid(tl.sum(gacc, axis=0)))
                     else:
-                        g = tl.full((), 1.0, tl.float32)
-                    if MBOX:
-                        tl.store(mbox_ptr + N_SLOTS * I_MAX + t, _mbox_word(g), cache_modifier=".cg")
-                    else:
-                        tl.store(gw_ptr + t, g)
-            if not MBOX:
-                tl.debug_barrier()  # all threads' stores precede the release
-                tl.atomic_add(cnt_ptr + s * CS, 1, sem="release", scope="gpu")
+                        tl.store(gw_ptr + t, 1.0)
+            tl.debug_barrier()  # all threads' stores precede the release
+            tl.atomic_add(cnt_ptr + s * CS, 1, sem="release", scope="gpu")
     elif DIRECT:
         # ---- phase 2 at T=1 without partials: BLOCK_H outputs over all K slots, no second trip to L2 ----
         # The program holds w2[e_j, its BLOCK_H rows, the first BLOCK_C columns] of every slot j ([K, BLOCK_H,
@@ -258,37 +216,12 @@ def _moe_pairs_kernel(
             tw = tl.reshape(r_w, (K_PAD,))
         else:
             tw = tl.load(tw_ptr + offs_j, mask=jmask, other=0.0, cache_modifier=".cg").to(tl.float32)
+        # Every slot's counter at once (routed slots count I's blocks, the shared slot IS's); lanes past the slots
+        # read slot 0's with nothing to wait for.
         offs_w = tl.arange(0, S_PAD)
         wmask = offs_w < N_SLOTS
-        if MBOX:
-            # The activations are their own flags: poll every slot's words (and the shared gate's) until none is 0,
-            # so the poll that sees the last one has the values: no counter, and no load after the wait.
-            amask = jmask[:, None] & (offs_c < I)[None, :]
-            a_ptrs = mbox_ptr + tl.where(amask, offs_j[:, None] * I_MAX + offs_c[None, :], 0)
-            av = _mbox_poll(a_ptrs)
-            m = tl.min(tl.min(tl.where(amask, av != 0, 1).to(tl.int32), axis=1), axis=0)
-            if HAS_SHARED:
-                smask = offs_c < IS
-                s_ptrs = mbox_ptr + tl.where(smask, P * I_MAX + offs_c, 0)
-                g_ptrs = mbox_ptr + N_SLOTS * I_MAX + offs_c * 0  # the gate word, in every lane
-                sv = _mbox_poll(s_ptrs)
-                gv = _mbox_poll(g_ptrs)
-                m = tl.minimum(m, tl.min(tl.where(smask, sv != 0, 1).to(tl.int32) * (gv != 0).to(tl.int32), axis=0))
-            while m == 0:
-                if SPIN_ASM != "":
-                    m = tl.inline_asm_elementwise(SPIN_ASM, "=r,r", [m], dtype=tl.int32, is_pure=False, pack=1)
-                av = _mbox_poll(a_ptrs)
-                m = tl.min(tl.min(tl.where(amask, av != 0, 1).to(tl.int32), axis=1), axis=0)
-                if HAS_SHARED:
-                    sv = _mbox_poll(s_ptrs)
-                    gv = _mbox_poll(g_ptrs)
-                    m = tl.minimum(m, tl.min(tl.where(smask, sv != 0, 1).to(tl.int32) * (gv != 0).to(tl.int32), axis=0))
-            I_ready = I
-        else:
-            # Every slot's counter at once (routed slots count I's blocks, the shared slot IS's); lanes past the slots
-            # read slot 0's with nothing to wait for.
-            target = tl.where(wmask, tl.where(offs_w < P, tl.cdiv(I, BLOCK_I), tl.cdiv(IS, BLOCK_I)), 0)
-            I_ready = _wait_all_geq(cnt_ptr + tl.where(wmask, offs_w, 0) * CS, target, I, SPIN_ASM, LD_ACQ)
+        target = tl.where(wmask, tl.where(offs_w < P, tl.cdiv(I, BLOCK_I), tl.cdiv(IS, BLOCK_I)), 0)
+        I_ready = _wait_all_geq(cnt_ptr + tl.where(wmask, offs_w, 0) * CS, target, I, SPIN_ASM, LD_ACQ)
         # Counted out as soon as it has seen the slots (not after its output): this program reads no counter again,
         # so the last to count may reset them while the others still compute, and the count's trip to L2 overlaps
         # the activations' load below.
@@ -296,19 +229,13 @@ def _moe_pairs_kernel(
         if PROBE:
             tl.store(probe_ptr + pid * 4 + 1, now_ns(I_ready))
         IS_ready = tl.where(I_ready > 0, IS, 0)
-        if MBOX:
-            a = tl.where(amask, (av - 1).to(tl.float32, bitcast=True), 0.0)
-        else:
-            a = tl.load(act_ptr + offs_j[:, None] * I_MAX + offs_c[None, :],
-                        mask=jmask[:, None] & (offs_c < I_ready)[None, :], other=0.0,
-                        cache_modifier=".cg").to(tl.float32)  # [K_PAD, BLOCK_C]
+        a = tl.load(act_ptr + offs_j[:, None] * I_MAX + offs_c[None, :],
+                    mask=jmask[:, None] & (offs_c < I_ready)[None, :], other=0.0,
+                    cache_modifier=".cg").to(tl.float32)  # [K_PAD, BLOCK_C]
         y = tl.sum(w.to(tl.float32) * a[:, None, :], axis=2)  # [K_PAD, BLOCK_H]
         if HAS_SHARED:  # sigmoid(gate · x) (stored by the shared slot's block 0 before its release) × shared down
-            if MBOX:
-                a_s = tl.where(smask, (sv - 1).to(tl.float32, bitcast=True), 0.0)
-            else:
-                a_s = tl.load(act_ptr + P * I_MAX + offs_c, mask=offs_c < IS_ready, other=0.0,
-                              cache_modifier=".cg").to(tl.float32)
+            a_s = tl.load(act_ptr + P * I_MAX + offs_c, mask=offs_c < IS_ready, other=0.0,
+                          cache_modifier=".cg").to(tl.float32)
             ys = tl.sum(ws.to(tl.float32) * a_s[None, :], axis=1)  # [BLOCK_H]
         for c in tl.static_range(1, N_C):  # experts wider than BLOCK_C: the further chunks, after the wait (unrolled:
             offs_c = c * BLOCK_C + tl.arange(0, BLOCK_C)  # a runtime loop is pipelined, holding 255 registers)
@@ -326,20 +253,11 @@ def _moe_pairs_kernel(
                 ys += tl.sum(ws.to(tl.float32) * a_s[None, :], axis=1)
         o = tl.sum(y * tw[:, None], axis=0)
         if HAS_SHARED:
-            if MBOX:
-                o += tl.max((gv - 1).to(tl.float32, bitcast=True), axis=0) * ys  # every lane holds the gate
-            else:
-                o += tl.load(gw_ptr, mask=I_ready > 0, other=0.0, cache_modifier=".cg") * ys
+            o += tl.load(gw_ptr, mask=I_ready > 0, other=0.0, cache_modifier=".cg") * ys
         o = tl.where(bad, float("nan"), o)
         tl.store(out_ptr + offs_h, o.to(out_ptr.dtype.element_ty), mask=hmask)
         if done == N_HBLK - 1:  # the last to count: every program has seen its slots, so the counters may go to 0
-            if MBOX:  # the mailbox words (BLOCK_C ≥ I_MAX: one chunk) and the gate's
-                offs_m = tl.arange(0, BLOCK_C)
-                tl.store(mbox_ptr + offs_w[:, None] * I_MAX + offs_m[None, :], tl.zeros((S_PAD, BLOCK_C), tl.int32),
-                         mask=wmask[:, None] & (offs_m < I_MAX)[None, :])
-                tl.store(mbox_ptr + N_SLOTS * I_MAX, 0)
-            else:
-                tl.store(cnt_ptr + offs_w * CS, tl.zeros((S_PAD,), dtype=tl.int32), mask=wmask)
+            tl.store(cnt_ptr + offs_w * CS, tl.zeros((S_PAD,), dtype=tl.int32), mask=wmask)
             tl.store(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 0)
     else:
         # ---------------- phase 2: down projection of one slot for BLOCK_H outputs ----------------
@@ -351,48 +269,23 @@ def _moe_pairs_kernel(
         kmask = offs_k < I_s
         w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
                     other=0.0, eviction_policy="evict_first")  # in flight before we wait
-        if MBOX:  # each chunk's words polled as it is needed: the slot's first columns before its last rows are done
-            a = _mbox_take(mbox_ptr + s * I_MAX + tl.where(kmask, offs_k, 0), kmask, SPIN_ASM)
-            I_ready = I_s
-        else:
-            I_ready = _wait_geq(cnt_ptr + s * CS, tl.cdiv(I_s, BLOCK_I), I_s, SPIN_ASM)
-            a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0,
-                        cache_modifier=".cg").to(tl.float32)
+        I_ready = _wait_geq(cnt_ptr + s * CS, tl.cdiv(I_s, BLOCK_I), I_s, SPIN_ASM)
         if PROBE:
             tl.store(probe_ptr + pid * 4 + 1, now_ns(I_ready))
+        a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0, cache_modifier=".cg").to(tl.float32)
         acc = tl.sum(w.to(tl.float32) * a[None, :], axis=1)
         for k0 in range(BLOCK_K2, I_s, BLOCK_K2):
             offs_k = k0 + tl.arange(0, BLOCK_K2)
             kmask = offs_k < I_s
             w = tl.load(w_base + offs_h[:, None] * s_row + offs_k[None, :], mask=hmask[:, None] & kmask[None, :],
                         other=0.0, eviction_policy="evict_first")
-            if MBOX:
-                a = _mbox_take(mbox_ptr + s * I_MAX + tl.where(kmask, offs_k, 0), kmask, SPIN_ASM)
-            else:
-                a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0,
-                            cache_modifier=".cg").to(tl.float32)
+            a = tl.load(act_ptr + s * I_MAX + offs_k, mask=offs_k < I_ready, other=0.0,
+                        cache_modifier=".cg").to(tl.float32)
             acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
         # Routing weight of the slot; the shared expert's sigmoid gate was stored by its phase-1 block 0
-        # (written before the release this program acquired; under MBOX a word of its own).
-        if MBOX:
-            offs_g = tl.arange(0, 2)
-            gmask = (offs_g == 0) & is_shared
-            gate = tl.sum(_mbox_take(mbox_ptr + N_SLOTS * I_MAX + tl.where(gmask, t, 0), gmask, SPIN_ASM), axis=0)
-            # This program has read its slot's words: the last of the slot's N_HBLK readers zeroes them (and the
-            # count) for the next call. The count's result is needed only after the partial's store.
-            readers = tl.atomic_add(cnt_ptr + s * CS, 1, sem="relaxed", scope="gpu")
-        else:
-            gate = tl.load(gw_ptr + t, mask=I_ready > 0, other=0.0, cache_modifier=".cg")
-        weight = tl.where(is_shared, gate, route_w)
+        # (written before the release this program acquired).
+        weight = tl.where(is_shared, tl.load(gw_ptr + t, mask=I_ready > 0, other=0.0, cache_modifier=".cg"), route_w)
         tl.store(part_ptr + s * H + offs_h, acc * weight, mask=hmask)
-        if MBOX:
-            if readers == N_HBLK - 1:
-                for k0 in range(0, I_s, BLOCK_K2):
-                    offs_k = k0 + tl.arange(0, BLOCK_K2)
-                    tl.store(mbox_ptr + s * I_MAX + offs_k, tl.zeros((BLOCK_K2,), tl.int32), mask=offs_k < I_s)
-                if is_shared:
-                    tl.store(mbox_ptr + N_SLOTS * I_MAX + t, 0)
-                tl.store(cnt_ptr + s * CS, 0)
         tl.debug_barrier()
         arrived = tl.atomic_add(cnt_ptr + (N_SLOTS + hb) * CS, 1, sem="acq_rel", scope="gpu")
         if arrived == N_SLOTS - 1:
@@ -558,23 +451,23 @@ def pairs_direct(T: int, I: int, IS: int = 0) -> bool:
 PAIRS_ROUTE_IN = 1
 
 
+# (The activations handed from phase 1 to phase 2 as self-flagging words, MBOX, lost: session 45, H100, stage GR. Phase
+# 1 stored each activation's fp32 bits + 1 into a zeroed mailbox with no fence and no counter, and phase 2 polled the
+# words themselves, so the poll that saw the last one held the values (predicted the shard T=1 −0.6..−1.2 µs: three of
+# the four dependent L2 trips after the last activation gone). In the sweep (sweep-moe-block-mailbox-…T1706, route +
+# experts, two passes) the shard went 10.29 → 13.71 µs, with its shared expert 11.31 → 13.49, Qwen3-30B-A3B T=1 31.01
+# → 31.57 (the partials form, each column chunk polled as needed), T=2 54.6 → 55.5, T=4 102.4 → 103.5; Qwen3.5 T=1
+# 26.5 → 25.1 sat inside the base's bimodal passes (28.0 / 25.1). `moelab bench moe` at the shard 9.97 → 18.09 µs
+# (bench-moe-…T170744, …T170756); batch 1 2.82 → 2.84 ms (ab-chain-…T170723, the same tokens). The timeline
+# (probe-timeline-…T170642) says why: phase 1 ended sooner (p50 7.25 → 6.5 µs) but phase 2 saw its data at 11.25
+# instead of 8.5: 128 programs polling the same 4 KB, 1,024 words a poll, make a hot spot in the few L2 slices that
+# hold it, where the counters' poll is 8 words. Removed.)
+
+
 def pairs_route_in(T: int, I: int, IS: int = 0) -> bool:
     """Whether `moe_block` routes inside the pair kernel: where DIRECT runs and $MOELAB_PAIRS_ROUTE_IN (read at
     launch) is on."""
     return pairs_direct(T, I, IS) and bool(env_int("MOELAB_PAIRS_ROUTE_IN", PAIRS_ROUTE_IN))
-
-
-# The activations handed from phase 1 to phase 2 as self-flagging words (MBOX, session 45), where DIRECT runs in one
-# chunk. The shard's timeline (H100, probe-timeline-…T094403, DIRECT 16) has phase 1's programs ending at 5.5 µs (p50;
-# 6.0 the last), phase 2 seeing its slots ready at 7.0 and the kernel's end at 8.25: after the last activation is
-# computed, four dependent trips to L2 (the release's fence waits for the stores, the counter's atomic, the poll that
-# sees it, the activations' load) and the sum. Here phase 1 stores each activation (rounded to the activation dtype)
-# as its fp32 bits + 1, never 0, into a zeroed int32 mailbox, with no fence and no counter; phase 2 polls the words
-# themselves until none is 0, so the poll that sees the last one holds the values; the last program to count out
-# zeroes the mailbox for the next call (as the counters are reset). Each word is its own flag, so no acquire is needed
-# (NCCL's low-latency protocol rests on the same single-copy atomicity of a word). Predicted the shard T=1
-# −0.6..−1.2 µs. Unmeasured: off by default ($MOELAB_PAIRS_MAILBOX=1: on).
-PAIRS_MAILBOX = 0
 
 
 def pairs_two(T: int, I: int, shared: bool) -> bool:
@@ -692,10 +585,6 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
         if T != 1:
             raise ValueError(f"DIRECT takes one token, got T={T}")
         cfg["BLOCK_H"] = block_hd
-    mbox = bool(cfg.pop("MBOX", not (direct and block_c < i_max) and env_int("MOELAB_PAIRS_MAILBOX", PAIRS_MAILBOX)))
-    if mbox and direct and block_c < i_max:
-        raise ValueError(f"the mailbox (MBOX) takes DIRECT in one chunk only (BLOCK_CD ≥ {i_max}), not in chunks of "
-                         f"{block_c}")
     n_slots = T * k + (T if shared is not None else 0)
     n_iblk = cdiv(i_max, cfg["BLOCK_I"])
     n_hblk = cdiv(H, cfg["BLOCK_H"])
@@ -724,7 +613,6 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
                 DIRECT=direct, BLOCK_C=block_c, N_C=cdiv(i_max, block_c), LD_ACQ=direct and not interpreting(),
                 **(dict(lg_ptr=logits, ROUTE_IN=True, E_PAD=next_pow2(E), RENORM=bool(renormalize))
                    if logits is not None else {}),
-                **(dict(mbox_ptr=counters(x.device, n_slots * i_max + T, "moe-mbox"), MBOX=True) if mbox else {}),
                 **({"launch_pdl": True} if pdl else {}), **cfg)
     # From PAIRS_TWO_MIN_T tokens the phases are two kernels, so phase 1 is compiled alone (96 registers at the T=1
     # tile, sm_90, Triton 3.6: 5 programs an SM) instead of under phase 2's 230 (2 an SM). Phase 2 is PDL-launched
