@@ -1587,6 +1587,15 @@ case "${1:?stage A to G}" in
     run bench-shard 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
     run bench-shard35 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4 --samples 10 --save
     ;;
+  GS) # session 45: phase 1's release without a fence at the shard (moe_pairs.PAIRS_WORDS: the activations as words that
+      # say they were written, the count a hint; GR's timeline put the fence at ~0.75 µs of every phase-1 program). Its
+      # GPU tests (bf16), the block sweep (routing inside and after the route kernel), issue 3's shard line as shipped
+      # and with it. Predicted the shard T=1 −0.4..−0.8 µs. ~3 minutes.
+    run gpu-tests 150 python -m pytest tests/kernels/test_moe.py -k "fence or direct or route" -q -p no:cacheprovider --tb=short -rf
+    run sweep-words 100 python benchmarks/sweep_moe.py --mode block --shapes shard --tokens 1 --words --samples 15
+    run bench-shard 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1 --samples 10 --save
+    MOELAB_PAIRS_WORDS=1 run bench-shard-words 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1 --samples 10 --save
+    ;;
   GR) # session 45: the mailbox (moe_pairs.MBOX: phase 1's activations as self-flagging words phase 2 polls; no release
       # fence, no counter, no load after the wait; in the partials form a column chunk at a time). Its GPU tests (bf16),
       # the block sweep at the shard with and without its shared expert (routing inside and after the route kernel,
