@@ -1587,6 +1587,12 @@ case "${1:?stage A to G}" in
     run bench-shard 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
     run bench-shard35 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4 --samples 10 --save
     ;;
+  GT) # session 45: GS lost (the shard 9.95 -> 11.57 µs with WORDS), its words read by scalar volatile loads. The same
+      # with the words' first read as the activations' is (`.cg` vector loads), volatile only while one is missing: is it
+      # the loads or the handover? ~2 minutes.
+    run gpu-tests 100 python -m pytest tests/kernels/test_moe.py -k "fence" -q -p no:cacheprovider --tb=short -rf
+    run sweep-words 100 python benchmarks/sweep_moe.py --mode block --shapes shard --tokens 1 --words --samples 15
+    ;;
   GS) # session 45: phase 1's release without a fence at the shard (moe_pairs.PAIRS_WORDS: the activations as words that
       # say they were written, the count a hint; GR's timeline put the fence at ~0.75 µs of every phase-1 program). Its
       # GPU tests (bf16), the block sweep (routing inside and after the route kernel), issue 3's shard line as shipped

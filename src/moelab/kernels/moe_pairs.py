@@ -255,8 +255,9 @@ def _moe_pairs_kernel(
             # The counters said every block has stored; a word that has not reached L2 yet reads 0: read again (the
             # counters arrive without a fence, so a word may trail its count).
             amask = jmask[:, None] & (offs_c < I)[None, :]
-            a_ptrs = words_ptr + tl.where(amask, offs_j[:, None] * I_MAX + offs_c[None, :], 0)
-            av = tl.load(a_ptrs, volatile=True)
+            a_ptrs = words_ptr + offs_j[:, None] * I_MAX + offs_c[None, :]
+            av = tl.load(a_ptrs, mask=amask, other=1, cache_modifier=".cg")  # vector loads, as the act's; then
+            # volatile ones only while a word is missing
             m = tl.min(tl.min(tl.where(amask, av != 0, 1).to(tl.int32), axis=1), axis=0)
             if HAS_SHARED:
                 smask = offs_c < IS
@@ -268,7 +269,7 @@ def _moe_pairs_kernel(
             while m == 0:  # (the backoff here too: without it Triton 3.6 fails to compile the shared expert's form)
                 if SPIN_ASM != "":
                     m = tl.inline_asm_elementwise(SPIN_ASM, "=r,r", [m], dtype=tl.int32, is_pure=False, pack=1)
-                av = tl.load(a_ptrs, volatile=True)
+                av = tl.load(a_ptrs, mask=amask, other=1, volatile=True)
                 m = tl.min(tl.min(tl.where(amask, av != 0, 1).to(tl.int32), axis=1), axis=0)
                 if HAS_SHARED:
                     sv = tl.load(s_ptrs, volatile=True)
