@@ -110,8 +110,9 @@ def _moe_pairs_kernel(
     ROUTE_IN: tl.constexpr = False,  # DIRECT only: every program routes the token itself (see `pairs_route_in`)
     E_PAD: tl.constexpr = 1,  # ROUTE_IN: next_pow2(E)
     RENORM: tl.constexpr = True,  # ROUTE_IN: renormalise the top-k probabilities
-    words_ptr=None,  # WORDS: int32 [N_SLOTS, I_MAX] + 1 (the shared gate), zero between calls
-    WORDS: tl.constexpr = False,  # DIRECT in one chunk: phase 1's release without a fence (see `pairs_words`)
+    words_ptr=None,  # WORDS: int32 [N_SLOTS, I_MAX], zero between calls
+    WORDS: tl.constexpr = False,  # DIRECT in one chunk, no shared expert: phase 1's release without a fence (see
+    #                               `pairs_words`)
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
@@ -196,13 +197,9 @@ def _moe_pairs_kernel(
                             gm = offs_g < H
                             gacc += (tl.load(sgate_ptr + offs_g, mask=gm, other=0.0).to(tl.float32)
                                      * tl.load(x_ptr + t * s_xt + offs_g, mask=gm, other=0.0).to(tl.float32))
-                        g = tl.sigmoid(tl.sum(gacc, axis=0))
+                        tl.store(gw_ptr + t, tl.sigmoid(tl.sum(gacc, axis=0)))
                     else:
-                        g = tl.full((), 1.0, tl.float32)
-                    if WORDS:
-                        tl.store(words_ptr + N_SLOTS * I_MAX + t, _word(g), cache_modifier=".cg")
-                    else:
-                        tl.store(gw_ptr + t, g)
+                        tl.store(gw_ptr + t, 1.0)
             tl.debug_barrier()  # all threads' stores precede the release
             if WORDS:  # a hint only: the words themselves say when they have arrived (no fence waits for them)
                 tl.atomic_add(cnt_ptr + s * CS, 1, sem="relaxed", scope="gpu")
@@ -259,23 +256,11 @@ def _moe_pairs_kernel(
             av = tl.load(a_ptrs, mask=amask, other=1, cache_modifier=".cg")  # vector loads, as the act's; then
             # volatile ones only while a word is missing
             m = tl.min(tl.min(tl.where(amask, av != 0, 1).to(tl.int32), axis=1), axis=0)
-            if HAS_SHARED:
-                smask = offs_c < IS
-                s_ptrs = words_ptr + tl.where(smask, P * I_MAX + offs_c, 0)
-                g_ptrs = words_ptr + N_SLOTS * I_MAX + offs_c * 0  # the gate word, in every lane
-                sv = tl.load(s_ptrs, volatile=True)
-                gv = tl.load(g_ptrs, volatile=True)
-                m = tl.minimum(m, tl.min(tl.where(smask, sv != 0, 1).to(tl.int32) * (gv != 0).to(tl.int32), axis=0))
-            while m == 0:  # (the backoff here too: without it Triton 3.6 fails to compile the shared expert's form)
+            while m == 0:
                 if SPIN_ASM != "":
                     m = tl.inline_asm_elementwise(SPIN_ASM, "=r,r", [m], dtype=tl.int32, is_pure=False, pack=1)
                 av = tl.load(a_ptrs, mask=amask, other=1, volatile=True)
                 m = tl.min(tl.min(tl.where(amask, av != 0, 1).to(tl.int32), axis=1), axis=0)
-                if HAS_SHARED:
-                    sv = tl.load(s_ptrs, volatile=True)
-                    gv = tl.load(g_ptrs, volatile=True)
-                    m = tl.minimum(m, tl.min(tl.where(smask, sv != 0, 1).to(tl.int32) * (gv != 0).to(tl.int32),
-                                             axis=0))
             a = tl.where(amask, (av - 1).to(tl.float32, bitcast=True), 0.0)
             done = tl.atomic_add(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 1, sem="relaxed", scope="gpu")
         else:
@@ -284,11 +269,8 @@ def _moe_pairs_kernel(
                         cache_modifier=".cg").to(tl.float32)  # [K_PAD, BLOCK_C]
         y = tl.sum(w.to(tl.float32) * a[:, None, :], axis=2)  # [K_PAD, BLOCK_H]
         if HAS_SHARED:  # sigmoid(gate · x) (stored by the shared slot's block 0 before its release) × shared down
-            if WORDS:
-                a_s = tl.where(smask, (sv - 1).to(tl.float32, bitcast=True), 0.0)
-            else:
-                a_s = tl.load(act_ptr + P * I_MAX + offs_c, mask=offs_c < IS_ready, other=0.0,
-                              cache_modifier=".cg").to(tl.float32)
+            a_s = tl.load(act_ptr + P * I_MAX + offs_c, mask=offs_c < IS_ready, other=0.0,
+                          cache_modifier=".cg").to(tl.float32)
             ys = tl.sum(ws.to(tl.float32) * a_s[None, :], axis=1)  # [BLOCK_H]
         for c in tl.static_range(1, N_C):  # experts wider than BLOCK_C: the further chunks, after the wait (unrolled:
             offs_c = c * BLOCK_C + tl.arange(0, BLOCK_C)  # a runtime loop is pipelined, holding 255 registers)
@@ -306,18 +288,14 @@ def _moe_pairs_kernel(
                 ys += tl.sum(ws.to(tl.float32) * a_s[None, :], axis=1)
         o = tl.sum(y * tw[:, None], axis=0)
         if HAS_SHARED:
-            if WORDS:
-                o += tl.max((gv - 1).to(tl.float32, bitcast=True), axis=0) * ys  # every lane holds the gate
-            else:
-                o += tl.load(gw_ptr, mask=I_ready > 0, other=0.0, cache_modifier=".cg") * ys
+            o += tl.load(gw_ptr, mask=I_ready > 0, other=0.0, cache_modifier=".cg") * ys
         o = tl.where(bad, float("nan"), o)
         tl.store(out_ptr + offs_h, o.to(out_ptr.dtype.element_ty), mask=hmask)
         if done == N_HBLK - 1:  # the last to count: every program has seen its slots, so the counters may go to 0
-            if WORDS:  # and the words (BLOCK_C ≥ I_MAX: one chunk) and the gate's
+            if WORDS:  # and the words (BLOCK_C ≥ I_MAX: one chunk)
                 offs_m = tl.arange(0, BLOCK_C)
                 tl.store(words_ptr + offs_w[:, None] * I_MAX + offs_m[None, :], tl.zeros((S_PAD, BLOCK_C), tl.int32),
                          mask=wmask[:, None] & (offs_m < I_MAX)[None, :])
-                tl.store(words_ptr + N_SLOTS * I_MAX, 0)
             tl.store(cnt_ptr + offs_w * CS, tl.zeros((S_PAD,), dtype=tl.int32), mask=wmask)
             tl.store(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 0)
     else:
@@ -532,7 +510,7 @@ PAIRS_ROUTE_IN = 1
 # zeroed buffer) and the count follows with no fence, a hint: phase 2 waits for the counts as before (8 words, no hot
 # spot), then reads the words once, reading again only a word that has not yet arrived (0). The last program to count
 # out, after its read, zeroes the words. Registers (Triton 3.6, sm_90, the shard's launch): 168, 3 programs an SM, as
-# without it; with a shared expert 197 (2 an SM), so not with one. Predicted the shard T=1 −0.4..−0.8 µs. Measured with
+# without it; its form with a shared expert took 197 (2 an SM), so not with one. Predicted the shard T=1 −0.4..−0.8 µs. Measured with
 # the words read by scalar volatile loads (H100, session 45, stage GS, sweep-moe-block-words-…T1726, route + experts,
 # two passes): 9.95 → 11.57 µs, and `moelab bench moe` 9.99 → 12.7 (bench-moe-…T172713, …T172740): lost. Now their
 # first read is the activations' (`.cg` vector loads), volatile only while a word is missing: stage GT, unmeasured.
@@ -700,7 +678,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
                 DIRECT=direct, BLOCK_C=block_c, N_C=cdiv(i_max, block_c), LD_ACQ=direct and not interpreting(),
                 **(dict(lg_ptr=logits, ROUTE_IN=True, E_PAD=next_pow2(E), RENORM=bool(renormalize))
                    if logits is not None else {}),
-                **(dict(words_ptr=counters(x.device, n_slots * i_max + 1, "moe-words"), WORDS=True) if words else {}),
+                **(dict(words_ptr=counters(x.device, n_slots * i_max, "moe-words"), WORDS=True) if words else {}),
                 **({"launch_pdl": True} if pdl else {}), **cfg)
     # From PAIRS_TWO_MIN_T tokens the phases are two kernels, so phase 1 is compiled alone (96 registers at the T=1
     # tile, sm_90, Triton 3.6: 5 programs an SM) instead of under phase 2's 230 (2 an SM). Phase 2 is PDL-launched
