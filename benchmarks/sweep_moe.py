@@ -316,7 +316,8 @@ def main() -> None:
                     # Session 45: phase 1's release without a fence, the activations as words that say they were
                     # written (moe_pairs.PAIRS_WORDS; 168 registers, Triton 3.6, sm_90). Predicted the shard T=1
                     # −0.4..−0.8 µs.
-                    grid = [dict(ROUTE=r, DIRECT=True, BLOCK_HD=16, WORDS=wd) for r in ("in", "kernel") for wd in (False, True)]
+                    grid = [dict(ROUTE=r, DIRECT=True, BLOCK_HD=16, WORDS=wd)
+                            for r in ("in", "kernel") for wd in (False, True)]
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.

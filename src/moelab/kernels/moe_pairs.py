@@ -510,11 +510,11 @@ PAIRS_ROUTE_IN = 1
 # zeroed buffer) and the count follows with no fence, a hint: phase 2 waits for the counts as before (8 words, no hot
 # spot), then reads the words once, reading again only a word that has not yet arrived (0). The last program to count
 # out, after its read, zeroes the words. Registers (Triton 3.6, sm_90, the shard's launch): 168, 3 programs an SM, as
-# without it; its form with a shared expert took 197 (2 an SM), so not with one. Predicted the shard T=1 −0.4..−0.8 µs. Measured with
-# the words read by scalar volatile loads (H100, session 45, stage GS, sweep-moe-block-words-…T1726, route + experts,
-# two passes): 9.95 → 11.57 µs, and `moelab bench moe` 9.99 → 12.7 (bench-moe-…T172713, …T172740): lost. Now their
-# first read is the activations' (`.cg` vector loads), volatile only while a word is missing: stage GT, unmeasured.
-# Off ($MOELAB_PAIRS_WORDS=1: on); if GT loses too, remove it.
+# without it; its form with a shared expert took 197 (2 an SM), so not with one. Predicted the shard T=1 −0.4..−0.8
+# µs. Measured with the words read by scalar volatile loads (H100, session 45, stage GS, sweep-moe-block-words-…T1726,
+# route + experts, two passes): 9.95 → 11.57 µs, and `moelab bench moe` 9.99 → 12.7 (bench-moe-…T172713,
+# …T172740): lost. Now their first read is the activations' (`.cg` vector loads), volatile only while a word is
+# missing: stage GT, unmeasured. Off ($MOELAB_PAIRS_WORDS=1: on); if GT loses too, remove it.
 PAIRS_WORDS = 0
 
 
