@@ -1587,6 +1587,15 @@ case "${1:?stage A to G}" in
     run bench-shard 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
     run bench-shard35 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4 --samples 10 --save
     ;;
+  GU) # session 46: the renormalised softmax routed as the top-k of the logits (route.ROUTE_LOGIT_ORDER: no max,
+      # exponentials or sum over all E; the shard's routing inside the pair kernel 31 -> 25 bar.sync, sm_90). Its GPU
+      # tests (bf16), issue 3's shard line without and with it (predicted -0.2..-0.6 us on the H100's 9.97), and batch 1
+      # in the chain (the router's last arriver; predicted a tie, -0.1..-0.4 %). ~4 minutes.
+    run gpu-tests 100 python -m pytest tests/kernels/test_moe.py tests/kernels/test_router.py -k "logit or ranked or routing_inside" -q -p no:cacheprovider --tb=short -rf
+    run bench-shard 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1 --samples 10 --save
+    MOELAB_ROUTE_LOGIT_ORDER=1 run bench-shard-lo 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1 --samples 10 --save
+    run ab-30-lo 120 python benchmarks/ab_chain.py --batch 1 --rounds 3 --variants base,lo=MOELAB_ROUTE_LOGIT_ORDER:1
+    ;;
   GT) # session 45: GS lost (the shard 9.95 -> 11.57 µs with WORDS), its words read by scalar volatile loads. The same
       # with the words' first read as the activations' is (`.cg` vector loads), volatile only while one is missing: is it
       # the loads or the handover? ~2 minutes.

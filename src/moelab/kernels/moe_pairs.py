@@ -29,7 +29,7 @@ from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_int, i
 from moelab.kernels.attention import sm_count
 from moelab.kernels.moe_decode import _swiglu_rows, _wait_all_geq, _wait_geq, spin_asm
 from moelab.kernels.probe import now_ns, sm_id
-from moelab.kernels.route import _route_rows
+from moelab.kernels.route import _route_rows, scoring_code
 
 
 @triton.jit
@@ -110,6 +110,8 @@ def _moe_pairs_kernel(
     ROUTE_IN: tl.constexpr = False,  # DIRECT only: every program routes the token itself (see `pairs_route_in`)
     E_PAD: tl.constexpr = 1,  # ROUTE_IN: next_pow2(E)
     RENORM: tl.constexpr = True,  # ROUTE_IN: renormalise the top-k probabilities
+    R_SCORING: tl.constexpr = 0,  # ROUTE_IN: 0 softmax then top-k; 1 top-k of the logits, then softmax over the k
+    #                               (`route.scoring_code`: the renormalised softmax under ROUTE_LOGIT_ORDER)
     words_ptr=None,  # WORDS: int32 [N_SLOTS, I_MAX], zero between calls
     WORDS: tl.constexpr = False,  # DIRECT in one chunk, no shared expert: phase 1's release without a fence (see
     #                               `pairs_words`)
@@ -157,7 +159,8 @@ def _moe_pairs_kernel(
         offs_e = tl.arange(0, E_PAD)
         lg = tl.load(lg_ptr + offs_e[None, :], mask=(offs_e < E)[None, :], other=-float("inf"),
                      cache_modifier=".cg").to(tl.float32)
-        r_w, r_id = _route_rows(lg, offs_e, offs_e < E, tw_ptr, 1.0, K, K_PAD, E_PAD, 0, RENORM, False, 1, 1, True)
+        r_w, r_id = _route_rows(lg, offs_e, offs_e < E, tw_ptr, 1.0, K, K_PAD, E_PAD, R_SCORING, RENORM, False, 1, 1,
+                                 True)
         kk = tl.arange(0, K_PAD)[None, :]
         if pid == 0:
             tl.store(tw_ptr + kk, r_w, mask=kk < K)
@@ -676,7 +679,8 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
                 HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger,
                 USE_PDL=pdl, PROBE=probe is not None, CS=cs, num_warps=num_warps,
                 DIRECT=direct, BLOCK_C=block_c, N_C=cdiv(i_max, block_c), LD_ACQ=direct and not interpreting(),
-                **(dict(lg_ptr=logits, ROUTE_IN=True, E_PAD=next_pow2(E), RENORM=bool(renormalize))
+                **(dict(lg_ptr=logits, ROUTE_IN=True, E_PAD=next_pow2(E), RENORM=bool(renormalize),
+                        R_SCORING=scoring_code("softmax", renormalize))
                    if logits is not None else {}),
                 **(dict(words_ptr=counters(x.device, n_slots * i_max, "moe-words"), WORDS=True) if words else {}),
                 **({"launch_pdl": True} if pdl else {}), **cfg)
