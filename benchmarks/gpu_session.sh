@@ -1590,7 +1590,9 @@ case "${1:?stage A to G}" in
   GU) # session 46: the renormalised softmax routed as the top-k of the logits (route.ROUTE_LOGIT_ORDER: no max,
       # exponentials or sum over all E; the shard's routing inside the pair kernel 31 -> 25 bar.sync, sm_90). Its GPU
       # tests (bf16), issue 3's shard line without and with it (predicted -0.2..-0.6 us on the H100's 9.97), and batch 1
-      # in the chain (the router's last arriver; predicted a tie, -0.1..-0.4 %). ~4 minutes.
+      # in the chain (the router's last arriver; predicted a tie, -0.1..-0.4 %). ~4 minutes. Ran on an H100 after GT
+      # (gpu-session-GT-GU-…T1935.log): the shard 9.90 -> 9.86 us, batch 1 2.80 -> 2.79 ms (a tie, the tokens not the
+      # same); the switch is gone (route.py says why).
     run gpu-tests 100 python -m pytest tests/kernels/test_moe.py tests/kernels/test_router.py -k "logit or ranked or routing_inside" -q -p no:cacheprovider --tb=short -rf
     run bench-shard 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1 --samples 10 --save
     MOELAB_ROUTE_LOGIT_ORDER=1 run bench-shard-lo 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1 --samples 10 --save
@@ -1598,7 +1600,8 @@ case "${1:?stage A to G}" in
     ;;
   GT) # session 45: GS lost (the shard 9.95 -> 11.57 µs with WORDS), its words read by scalar volatile loads. The same
       # with the words' first read as the activations' is (`.cg` vector loads), volatile only while one is missing: is it
-      # the loads or the handover? ~2 minutes.
+      # the loads or the handover? ~2 minutes. Ran on an H100 (session 46, gpu-session-GT-GU-…T1935.log): 9.87 -> 10.00
+      # µs routing inside, 10.56 -> 10.60 after the route kernel: lost, and WORDS is gone (moe_pairs.py says why).
     run gpu-tests 100 python -m pytest tests/kernels/test_moe.py -k "fence" -q -p no:cacheprovider --tb=short -rf
     run sweep-words 100 python benchmarks/sweep_moe.py --mode block --shapes shard --tokens 1 --words --samples 15
     ;;

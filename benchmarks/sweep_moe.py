@@ -90,10 +90,6 @@ def main() -> None:
                          "with a shared expert $MOELAB_PAIRS_DIRECT_SHARED) at several output blocks, experts wider "
                          "than 128 in column chunks ($MOELAB_PAIRS_DIRECT_MAX_I), and with the routing inside the "
                          "kernel (ROUTE_IN) where DIRECT applies")
-    ap.add_argument("--words", action="store_true",
-                    help="block mode, T=1, experts ≤ 128 wide, no shared expert: DIRECT with the routing inside "
-                         "and after the route kernel, phase 1's release with its fence (the default) and without "
-                         "(WORDS, $MOELAB_PAIRS_WORDS)")
     ap.add_argument("--grouped-overlap", action="store_true",
                     help="--grouped: only the default against OVERLAP (the down GEMM polling each token tile's counter, "
                          "PDL-launched beside gate/up's last wave), its act rows by pointers and by TMA")
@@ -312,12 +308,6 @@ def main() -> None:
                     # Predicted −0.5..−1 µs against DIRECT after the route kernel.
                     grid += [dict(ROUTE="in", DIRECT=True, BLOCK_HD=16), dict(ROUTE="in", DIRECT=True, BLOCK_HD=16,
                                                                            BLOCK_I=2, BLOCK_K=2048)]
-                if a.words and T == 1 and I <= 128 and not SI:
-                    # Session 45: phase 1's release without a fence, the activations as words that say they were
-                    # written (moe_pairs.PAIRS_WORDS; 168 registers, Triton 3.6, sm_90). Predicted the shard T=1
-                    # −0.4..−0.8 µs.
-                    grid = [dict(ROUTE=r, DIRECT=True, BLOCK_HD=16, WORDS=wd)
-                            for r in ("in", "kernel") for wd in (False, True)]
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.

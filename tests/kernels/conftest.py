@@ -329,7 +329,7 @@ for _name in [n_ for n_, j_ in SM90_JOBS.items() if j_[1] == "_moe_pairs_kernel"
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name] = (_module, _kernel, _types, {"SHARED_PF": False, "N_PF": 128,
                                                     "NEXT_PF": False, "DIRECT": False, "BLOCK_C": 1, "N_C": 1, "LD_ACQ": False,
-                                                    "ROUTE_IN": False, "E_PAD": 1, "RENORM": True, "R_SCORING": 0, "WORDS": False,
+                                                    "ROUTE_IN": False, "E_PAD": 1, "RENORM": True,
                                                     **_consts}, *_rest)
 # The tp=4 shard's T=1 launch (E=256, H=2048, I=128, k=8, no shared expert), phase 2 without partials (DIRECT). Its
 # integers marked divisible by 16 as that launch specialises them (w2's row stride among them: unmarked, the w2 tile
@@ -344,17 +344,10 @@ SM90_JOBS["moe_pairs_direct"] = (_module, _kernel, _types,
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_direct"]
 SM90_JOBS["moe_pairs_direct_route"] = (_module, _kernel, dict(_types, lg_ptr="*fp32"),
                                        dict(_consts, ROUTE_IN=True, E_PAD=256), *_rest)
-# The same ranked by the logits (route.ROUTE_LOGIT_ORDER, session 46): no softmax over all 256.
-SM90_JOBS["moe_pairs_direct_route_logit"] = (_module, _kernel, dict(_types, lg_ptr="*fp32"),
-                                             dict(_consts, ROUTE_IN=True, E_PAD=256, R_SCORING=1), *_rest)
 # DIRECT with Qwen3.5-35B-A3B's shared expert at the tp=4 shard (IS=128): nine slots, the shared one last.
 SM90_JOBS["moe_pairs_direct_shared"] = (_module, _kernel, _types,
                                         dict(_consts, HAS_SHARED=True, SHARED_GATE=True, N_SLOTS=9, S_PAD=16, N1=288),
                                         *_rest)
-# DIRECT with phase 1's release without a fence (WORDS, session 45), alone and routing inside.
-for _name in ("moe_pairs_direct", "moe_pairs_direct_route"):
-    _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
-    SM90_JOBS[_name + "_words"] = (_module, _kernel, dict(_types, words_ptr="*i32"), dict(_consts, WORDS=True), *_rest)
 # DIRECT for wide experts (session 43): Qwen3-30B-A3B's T=1 launch (I=768: 4-output blocks over three 256-column
 # chunks, the first requested before the wait).
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]

@@ -63,30 +63,6 @@ def test_route_matches_reference(E, k, scoring, kw):
     assert rel(w, wr) < 1e-6
 
 
-@pytest.mark.parametrize("E,k", [(8, 1), (60, 4), (128, 8), (256, 8)])
-def test_route_ranked_by_the_logits_is_the_softmax_routing(E, k, monkeypatch):
-    """ROUTE_LOGIT_ORDER ($MOELAB_ROUTE_LOGIT_ORDER=1): the renormalised softmax routed as the top-k of the logits, then
-    a softmax over the k, chooses the reference's experts with its weights, ties to the lower index; without
-    renormalising the softmax runs as before (bitwise). Where two distinct logits round to one probability the larger
-    logit wins, not the lower index: the documented difference."""
-    monkeypatch.setenv("MOELAB_ROUTE_LOGIT_ORDER", "1")
-    for seed in range(5):
-        lg = torch.randn(7, E, generator=torch.Generator().manual_seed(E * k + seed)).to(DEV)
-        for renorm in (True, False):
-            w, ids = route(lg, k, "softmax", renorm)
-            wr, ir = route_reference(lg, k, "softmax", renorm)
-            assert torch.equal(ids.cpu(), ir.cpu()), (seed, renorm)
-            assert rel(w, wr) < 1e-6, (seed, renorm)
-    w, ids = route(torch.zeros(2, E, device=DEV), k)
-    assert ids.cpu().tolist() == [list(range(k))] * 2
-    lg = torch.full((1, E), -1.0, device=DEV)
-    lg[0, 1] = 1e-30  # exp(x - max) is 1.0 for 0 and for 1e-30: one probability
-    lg[0, 0] = 0.0
-    assert route(lg, 1)[1].item() == 1 and route_reference(lg, 1)[1].item() == 0
-    monkeypatch.setenv("MOELAB_ROUTE_LOGIT_ORDER", "0")
-    assert route(lg, 1)[1].item() == 0
-
-
 def test_route_deepseek_grouped():
     E, k = 64, 6
     g = torch.Generator().manual_seed(1)
@@ -761,70 +737,17 @@ def test_pairs_direct_matches_the_reference(dtype, two, shared, monkeypatch):
     assert int(counters(x.device, 1, "moe").abs().sum()) == 0
 
 
-@pytest.mark.parametrize("two", ["0", "1"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_pairs_release_without_a_fence_matches_the_reference(dtype, two, monkeypatch):
-    """WORDS (DIRECT with phase 1's count a hint, the activations as words that say they were written): against the
-    fp32 reference over seeds at odd widths, a repeated expert id, an out-of-range id (the row NaN), in one kernel and
-    in two; bitwise the same on a second call; the counters and the words zero again after each."""
-    from moelab.kernels import counters
-    from moelab.kernels.moe_pairs import moe_pairs
-    monkeypatch.setenv("MOELAB_PAIRS_TWO", two)
-    E, H, I, k = 16, 88, 48, 4
-    cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=64, BLOCK_K2=64, num_warps=4, DIRECT=True, BLOCK_HD=16, WORDS=True)
-
-    def zeroed():
-        return int(counters(x.device, 1, "moe").abs().sum()) == 0 == int(counters(x.device, 1, "moe-words").abs().sum())
-
-    for seed in range(5):
-        x, w13, w2, w, ids, _ = make(1, E, H, I, k, dtype, seed=seed)
-        if seed == 4:
-            ids[0, 2] = ids[0, 1]
-        a = moe_pairs(x, w13, w2, w, ids, out=poisoned(1, H, dtype), config=cfg)
-        assert zeroed()
-        assert rel(a, fused_moe_reference(x, w13, w2, w, ids)) <= TOL[dtype], f"seed {seed}"
-        assert torch.equal(a, moe_pairs(x, w13, w2, w, ids, out=poisoned(1, H, dtype), config=cfg))
-    ids[0, 3] = E
-    assert torch.isnan(moe_pairs(x, w13, w2, w, ids, out=torch.zeros(1, H, dtype=dtype, device=DEV), config=cfg)).all()
-    assert zeroed()
-
-
-def test_pairs_release_without_a_fence_carries_zeros_and_every_nan():
-    """The words are the activations' bits + 1, 0 meaning not yet written. Activations of 0.0 (bits 0) pass as zeros,
-    and a NaN whose bits are all ones (x's payload carried through the products, as the CPU carries it: the one value
-    whose bits + 1 would be 0) is made the canonical NaN before it is stored, so the output is NaN, not a wait that
-    never ends. WORDS with a shared expert, or with DIRECT in column chunks, is refused with the reason."""
-    from moelab.kernels import counters
-    from moelab.kernels.moe_pairs import moe_pairs
-    E, H, I, k = 8, 64, 32, 2
-    cfg = dict(BLOCK_I=8, BLOCK_K=64, BLOCK_H=64, BLOCK_K2=64, num_warps=4, DIRECT=True, BLOCK_HD=16, WORDS=True)
-    x, w13, w2, w, ids, sh = make(1, E, H, I, k, torch.float32, seed=3, shared=(32, True))
-    x.zero_()  # every activation SiLU(0)·0 = 0
-    assert torch.equal(moe_pairs(x, w13, w2, w, ids, out=poisoned(1, H, x.dtype), config=cfg),
-                       torch.zeros(1, H, device=DEV))
-    x.view(torch.int32)[0, :] = -1  # NaN, every bit set
-    assert torch.isnan(moe_pairs(x, w13, w2, w, ids, out=poisoned(1, H, x.dtype), config=cfg)).all()
-    assert int(counters(x.device, 1, "moe-words").abs().sum()) == 0
-    with pytest.raises(ValueError, match="WORDS"):
-        moe_pairs(x, w13, w2, w, ids, sh, out=poisoned(1, H, x.dtype), config=cfg)
-    with pytest.raises(ValueError, match="WORDS"):
-        moe_pairs(x, w13, w2, w, ids, out=poisoned(1, H, x.dtype), config=dict(cfg, BLOCK_CD=16))
-
-
-@pytest.mark.parametrize("logit_order", [0, 1])
 @pytest.mark.parametrize("k,renormalize,shared", [(4, True, None), (4, False, None), (1, True, None), (4, True, (40, True))])
-def test_moe_block_routing_inside_the_pair_kernel_is_the_two_launch_result_bitwise(k, renormalize, shared, logit_order,
-                                                                                     monkeypatch):
+def test_moe_block_routing_inside_the_pair_kernel_is_the_two_launch_result_bitwise(k, renormalize, shared, monkeypatch):
     """ROUTE_IN ($MOELAB_PAIRS_ROUTE_IN=1: `moe_block` at T=1 in one launch, every pair-kernel program routing the token
     itself) gives the route kernel's weights and ids and the two-launch output, bitwise, with and without
-    renormalising, at k=1 (the rounds, not the bitonic top-k) and with a shared expert, and ranked by the logits
-    ($MOELAB_ROUTE_LOGIT_ORDER) or not; and the reference's output within tolerance."""
+    renormalising, at k=1 (the rounds, not the bitonic top-k) and with a shared expert; and the reference's output
+    within tolerance."""
     from moelab.kernels import counters
     from moelab.kernels.moe import moe_block
     from moelab.ops.moe import moe_block_reference
     E, H, I = 16, 88, 48
     monkeypatch.setenv("MOELAB_PAIRS_DIRECT_SHARED", "1")
-    monkeypatch.setenv("MOELAB_ROUTE_LOGIT_ORDER", str(logit_order))
     dtype = torch.float16 if DEV == "cpu" else torch.bfloat16
     for seed in range(3):
         x, w13, w2, _, _, sh = make(1, E, H, I, k, dtype, seed=seed, shared=shared)
@@ -1213,17 +1136,7 @@ def test_pairs_direct_compiles_for_sm90(sm90):
         job = sm90[name]
         assert "error" not in job, (name, job.get("error"))
         assert "griddepcontrol.wait" in job["ptx"] and "nanosleep" in job["ptx"] and "ld.acquire.gpu" in job["ptx"]
-    # Phase 1's release without a fence (WORDS): the counts relaxed, the words read volatile.
-    for name in ("moe_pairs_direct_words", "moe_pairs_direct_route_words"):
-        job = sm90[name]
-        assert "error" not in job, (name, job.get("error"))
-        assert "ld.volatile.global" in job["ptx"] and "gpu.release" not in job["ptx"], name
-        assert "red.global.gpu.relaxed.add" in job["ptx"], name
-    assert "red.global.gpu.release.add" in sm90["moe_pairs_direct"]["ptx"]  # the default form's release
-    # Ranked by the logits (ROUTE_LOGIT_ORDER): no softmax over all E, so fewer barriers than the softmax's routing.
-    job = sm90["moe_pairs_direct_route_logit"]
-    assert "error" not in job, job.get("error")
-    assert job["ptx"].count("bar.sync") < sm90["moe_pairs_direct_route"]["ptx"].count("bar.sync")
+    assert "red.global.gpu.release.add" in sm90["moe_pairs_direct"]["ptx"]  # phase 1's release
 
 
 @pytest.mark.parametrize("job", ["route_bitonic_k1", "route_bitonic_k6"])

@@ -156,9 +156,8 @@ _RETIRED: list[torch.Tensor] = []  # outgrown counter buffers: a captured CUDA g
 
 
 def counters(device: torch.device, n: int, owner: str) -> torch.Tensor:
-    """At least n int32 counters for the kernels of `owner` ("moe", "moe-words", "router", "linear", "attention") on
-    `device`, zero between calls: every kernel that counts arrivals (or, "moe-words", hands values over in them) resets
-    what it used before it ends, so no memset launch is needed.
+    """At least n int32 counters for the kernels of `owner` ("moe", "router", "linear", "attention") on `device`, zero
+    between calls: every kernel that counts arrivals resets what it used before it ends, so no memset launch is needed.
 
     One buffer per (device, owner), not per stream, so a graph captured on torch's capture stream finds the buffer
     its eager warm-up made; allocating inside a capture would give memory of the graph's pool, zeroed only when

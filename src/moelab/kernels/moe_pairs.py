@@ -29,7 +29,7 @@ from moelab.kernels import cdiv, chain_pdl, counter_stride, counters, env_int, i
 from moelab.kernels.attention import sm_count
 from moelab.kernels.moe_decode import _swiglu_rows, _wait_all_geq, _wait_geq, spin_asm
 from moelab.kernels.probe import now_ns, sm_id
-from moelab.kernels.route import _route_rows, scoring_code
+from moelab.kernels.route import _route_rows
 
 
 @triton.jit
@@ -63,14 +63,6 @@ def _prefetch_shared(sw13_ptr, sw2_ptr, ib, H, IS, on, BLOCK_I: tl.constexpr, N_
     _prefetch_range(sw13_ptr + (IS + ib * BLOCK_I) * H, share, nb, 0, N_PF)  # up rows
     w2_share = tl.cdiv(tl.cdiv(H * IS * EB, N_IBLK), 16 * N_PF) * 16 * N_PF  # bytes a block, whole 16-byte pieces
     _prefetch_range(sw2_ptr, w2_share, H * IS * EB * on, ib, N_PF)
-
-
-@triton.jit
-def _word(v):
-    """An fp32 value as a self-checking word (WORDS): its bits + 1, never 0, the empty word (a NaN is made the canonical
-    one first, so no value has the bits 0xFFFFFFFF)."""
-    v = tl.where(v == v, v, float("nan"))
-    return v.to(tl.int32, bitcast=True) + 1
 
 
 @triton.jit(do_not_specialize=["pf_on"])
@@ -110,11 +102,6 @@ def _moe_pairs_kernel(
     ROUTE_IN: tl.constexpr = False,  # DIRECT only: every program routes the token itself (see `pairs_route_in`)
     E_PAD: tl.constexpr = 1,  # ROUTE_IN: next_pow2(E)
     RENORM: tl.constexpr = True,  # ROUTE_IN: renormalise the top-k probabilities
-    R_SCORING: tl.constexpr = 0,  # ROUTE_IN: 0 softmax then top-k; 1 top-k of the logits, then softmax over the k
-    #                               (`route.scoring_code`: the renormalised softmax under ROUTE_LOGIT_ORDER)
-    words_ptr=None,  # WORDS: int32 [N_SLOTS, I_MAX], zero between calls
-    WORDS: tl.constexpr = False,  # DIRECT in one chunk, no shared expert: phase 1's release without a fence (see
-    #                               `pairs_words`)
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
@@ -159,8 +146,7 @@ def _moe_pairs_kernel(
         offs_e = tl.arange(0, E_PAD)
         lg = tl.load(lg_ptr + offs_e[None, :], mask=(offs_e < E)[None, :], other=-float("inf"),
                      cache_modifier=".cg").to(tl.float32)
-        r_w, r_id = _route_rows(lg, offs_e, offs_e < E, tw_ptr, 1.0, K, K_PAD, E_PAD, R_SCORING, RENORM, False, 1, 1,
-                                 True)
+        r_w, r_id = _route_rows(lg, offs_e, offs_e < E, tw_ptr, 1.0, K, K_PAD, E_PAD, 0, RENORM, False, 1, 1, True)
         kk = tl.arange(0, K_PAD)[None, :]
         if pid == 0:
             tl.store(tw_ptr + kk, r_w, mask=kk < K)
@@ -186,11 +172,7 @@ def _moe_pairs_kernel(
             offs_i = ib * BLOCK_I + tl.arange(0, BLOCK_I)
             imask = offs_i < I_s
             act = _swiglu_rows(w_base, s_row, x_ptr + t * s_xt, offs_i, imask, I_s, H, BLOCK_I, BLOCK_K)
-            if WORDS:  # rounded as the activation dtype, each value a word that says it was written
-                tl.store(words_ptr + s * I_MAX + offs_i, _word(act.to(act_ptr.dtype.element_ty).to(tl.float32)),
-                         mask=imask, cache_modifier=".cg")
-            else:
-                tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
+            tl.store(act_ptr + s * I_MAX + offs_i, act.to(act_ptr.dtype.element_ty), mask=imask)
             if HAS_SHARED:
                 if is_shared & (ib == 0):  # the shared expert's gate for token t: sigmoid(gate · x[t]), or 1
                     if SHARED_GATE:
@@ -204,10 +186,7 @@ def _moe_pairs_kernel(
                     else:
                         tl.store(gw_ptr + t, 1.0)
             tl.debug_barrier()  # all threads' stores precede the release
-            if WORDS:  # a hint only: the words themselves say when they have arrived (no fence waits for them)
-                tl.atomic_add(cnt_ptr + s * CS, 1, sem="relaxed", scope="gpu")
-            else:
-                tl.atomic_add(cnt_ptr + s * CS, 1, sem="release", scope="gpu")
+            tl.atomic_add(cnt_ptr + s * CS, 1, sem="release", scope="gpu")
     elif DIRECT:
         # ---- phase 2 at T=1 without partials: BLOCK_H outputs over all K slots, no second trip to L2 ----
         # The program holds w2[e_j, its BLOCK_H rows, the first BLOCK_C columns] of every slot j ([K, BLOCK_H,
@@ -245,31 +224,14 @@ def _moe_pairs_kernel(
         I_ready = _wait_all_geq(cnt_ptr + tl.where(wmask, offs_w, 0) * CS, target, I, SPIN_ASM, LD_ACQ)
         # Counted out as soon as it has seen the slots (not after its output): this program reads no counter again,
         # so the last to count may reset them while the others still compute, and the count's trip to L2 overlaps
-        # the activations' load below. (Under WORDS, after the words are read: the last to count zeroes them too.)
-        if not WORDS:
-            done = tl.atomic_add(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 1, sem="relaxed", scope="gpu")
+        # the activations' load below.
+        done = tl.atomic_add(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 1, sem="relaxed", scope="gpu")
         if PROBE:
             tl.store(probe_ptr + pid * 4 + 1, now_ns(I_ready))
         IS_ready = tl.where(I_ready > 0, IS, 0)
-        if WORDS:
-            # The counters said every block has stored; a word that has not reached L2 yet reads 0: read again (the
-            # counters arrive without a fence, so a word may trail its count).
-            amask = jmask[:, None] & (offs_c < I)[None, :]
-            a_ptrs = words_ptr + offs_j[:, None] * I_MAX + offs_c[None, :]
-            av = tl.load(a_ptrs, mask=amask, other=1, cache_modifier=".cg")  # vector loads, as the act's; then
-            # volatile ones only while a word is missing
-            m = tl.min(tl.min(tl.where(amask, av != 0, 1).to(tl.int32), axis=1), axis=0)
-            while m == 0:
-                if SPIN_ASM != "":
-                    m = tl.inline_asm_elementwise(SPIN_ASM, "=r,r", [m], dtype=tl.int32, is_pure=False, pack=1)
-                av = tl.load(a_ptrs, mask=amask, other=1, volatile=True)
-                m = tl.min(tl.min(tl.where(amask, av != 0, 1).to(tl.int32), axis=1), axis=0)
-            a = tl.where(amask, (av - 1).to(tl.float32, bitcast=True), 0.0)
-            done = tl.atomic_add(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 1, sem="relaxed", scope="gpu")
-        else:
-            a = tl.load(act_ptr + offs_j[:, None] * I_MAX + offs_c[None, :],
-                        mask=jmask[:, None] & (offs_c < I_ready)[None, :], other=0.0,
-                        cache_modifier=".cg").to(tl.float32)  # [K_PAD, BLOCK_C]
+        a = tl.load(act_ptr + offs_j[:, None] * I_MAX + offs_c[None, :],
+                    mask=jmask[:, None] & (offs_c < I_ready)[None, :], other=0.0,
+                    cache_modifier=".cg").to(tl.float32)  # [K_PAD, BLOCK_C]
         y = tl.sum(w.to(tl.float32) * a[:, None, :], axis=2)  # [K_PAD, BLOCK_H]
         if HAS_SHARED:  # sigmoid(gate · x) (stored by the shared slot's block 0 before its release) × shared down
             a_s = tl.load(act_ptr + P * I_MAX + offs_c, mask=offs_c < IS_ready, other=0.0,
@@ -295,10 +257,6 @@ def _moe_pairs_kernel(
         o = tl.where(bad, float("nan"), o)
         tl.store(out_ptr + offs_h, o.to(out_ptr.dtype.element_ty), mask=hmask)
         if done == N_HBLK - 1:  # the last to count: every program has seen its slots, so the counters may go to 0
-            if WORDS:  # and the words (BLOCK_C ≥ I_MAX: one chunk)
-                offs_m = tl.arange(0, BLOCK_C)
-                tl.store(words_ptr + offs_w[:, None] * I_MAX + offs_m[None, :], tl.zeros((S_PAD, BLOCK_C), tl.int32),
-                         mask=wmask[:, None] & (offs_m < I_MAX)[None, :])
             tl.store(cnt_ptr + offs_w * CS, tl.zeros((S_PAD,), dtype=tl.int32), mask=wmask)
             tl.store(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 0)
     else:
@@ -506,26 +464,13 @@ PAIRS_ROUTE_IN = 1
 # hold it, where the counters' poll is 8 words. Removed.)
 
 
-# Phase 1's release without a fence (WORDS, session 45), where DIRECT runs in one chunk. The shard's timelines (H100,
-# probe-timeline-…T170642) put phase 1's programs' end at 7.25 µs (p50) with the release (a fence that waits for the
-# activations' stores, then the count) and 6.5 without it (the lost mailbox above): its fence is ~0.75 µs of every
-# phase-1 program. Here each activation is stored as a word that says it was written (its fp32 bits + 1, never 0, in a
-# zeroed buffer) and the count follows with no fence, a hint: phase 2 waits for the counts as before (8 words, no hot
-# spot), then reads the words once, reading again only a word that has not yet arrived (0). The last program to count
-# out, after its read, zeroes the words. Registers (Triton 3.6, sm_90, the shard's launch): 168, 3 programs an SM, as
-# without it; its form with a shared expert took 197 (2 an SM), so not with one. Predicted the shard T=1 −0.4..−0.8
-# µs. Measured with the words read by scalar volatile loads (H100, session 45, stage GS, sweep-moe-block-words-…T1726,
-# route + experts, two passes): 9.95 → 11.57 µs, and `moelab bench moe` 9.99 → 12.7 (bench-moe-…T172713,
-# …T172740): lost. Now their first read is the activations' (`.cg` vector loads), volatile only while a word is
-# missing: stage GT, unmeasured. Off ($MOELAB_PAIRS_WORDS=1: on); if GT loses too, remove it.
-PAIRS_WORDS = 0
-
-
-def pairs_words(T: int, I: int, IS: int = 0) -> bool:
-    """Whether phase 1 releases without a fence (WORDS): where DIRECT runs in one chunk (I ≤ PAIRS_DIRECT_BLOCK_C), with
-    no shared expert, and $MOELAB_PAIRS_WORDS (read at launch) is on."""
-    return (not IS and pairs_direct(T, I) and I <= PAIRS_DIRECT_BLOCK_C
-            and bool(env_int("MOELAB_PAIRS_WORDS", PAIRS_WORDS)))
+# (Phase 1's release without a fence, WORDS, sessions 45-46, removed: each activation stored as a word that says it was
+# written (its fp32 bits + 1, never 0, in a zeroed buffer), the count after it with no fence, a hint; phase 2 waited
+# for the counts, then read the words, again only while one was 0. The shard's timeline put the release's fence at
+# ~0.75 µs of every phase-1 program; predicted the shard T=1 −0.4..−0.8 µs. Measured on H100s, route + experts: with
+# the words read by scalar volatile loads 9.95 → 11.57 µs (sweep-moe-block-words-…T1726; `moelab bench moe` 9.99 →
+# 12.7), with their first read as `.cg` vector loads 9.87 → 10.00 (sweep-moe-block-words-vec-…T1933, stage GT).
+# Both forms lost; the vector form's timeline was not taken.)
 
 
 def pairs_route_in(T: int, I: int, IS: int = 0) -> bool:
@@ -649,10 +594,6 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
         if T != 1:
             raise ValueError(f"DIRECT takes one token, got T={T}")
         cfg["BLOCK_H"] = block_hd
-    words = bool(cfg.pop("WORDS", direct and block_c >= i_max and pairs_words(T, I, IS)))
-    if words and not (direct and block_c >= i_max and shared is None):
-        raise ValueError(f"the release without a fence (WORDS) needs DIRECT in one chunk (T=1, BLOCK_CD ≥ {i_max}) and "
-                         f"no shared expert; got T={T}, DIRECT={direct}, BLOCK_CD={block_c}, shared={shared is not None}")
     n_slots = T * k + (T if shared is not None else 0)
     n_iblk = cdiv(i_max, cfg["BLOCK_I"])
     n_hblk = cdiv(H, cfg["BLOCK_H"])
@@ -679,10 +620,8 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
                 HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger,
                 USE_PDL=pdl, PROBE=probe is not None, CS=cs, num_warps=num_warps,
                 DIRECT=direct, BLOCK_C=block_c, N_C=cdiv(i_max, block_c), LD_ACQ=direct and not interpreting(),
-                **(dict(lg_ptr=logits, ROUTE_IN=True, E_PAD=next_pow2(E), RENORM=bool(renormalize),
-                        R_SCORING=scoring_code("softmax", renormalize))
+                **(dict(lg_ptr=logits, ROUTE_IN=True, E_PAD=next_pow2(E), RENORM=bool(renormalize))
                    if logits is not None else {}),
-                **(dict(words_ptr=counters(x.device, n_slots * i_max, "moe-words"), WORDS=True) if words else {}),
                 **({"launch_pdl": True} if pdl else {}), **cfg)
     # From PAIRS_TWO_MIN_T tokens the phases are two kernels, so phase 1 is compiled alone (96 registers at the T=1
     # tile, sm_90, Triton 3.6: 5 programs an SM) instead of under phase 2's 230 (2 an SM). Phase 2 is PDL-launched

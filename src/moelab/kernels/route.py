@@ -177,7 +177,7 @@ def route(
     _route_kernel[(T,)](
         router_logits, correction_bias if correction_bias is not None else router_logits, w, ids,
         E, router_logits.stride(0), float(scaling),
-        K=k, K_PAD=next_pow2(k), E_PAD=e_pad, SCORING=scoring_code(scoring, renormalize), RENORM=bool(renormalize),
+        K=k, K_PAD=next_pow2(k), E_PAD=e_pad, SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize),
         HAS_BIAS=correction_bias is not None, N_GROUP=n_group, TOPK_GROUP=topk_group,
         # The experts' kernel after it is PDL-launched up to chain_pdl's rows: released as this one starts, its grid is
         # resident when the ids land. Route + experts graph-replayed on the H200 (session 19, stage CU's
@@ -221,24 +221,11 @@ ROUTE_BITONIC = 1
 ROUTER_BITONIC = 0
 
 
-# Softmax top-k with renormalising, ranked by the logits (ROUTE_LOGIT_ORDER, session 46). Softmax is monotone, so the
-# k largest probabilities are the k largest logits, and the k probabilities renormalised are a softmax over those k
-# logits: `scoring_code` hands such a launch SCORING=1 (top-k of the logits, then softmax over the k), which skips the
-# max, the exponentials and the sum over all E experts. In the pair kernel's routing at the tp=4 shard (E=256, 4
-# warps; `benchmarks/regs_sm90.py moe_pairs_direct_route --count bar.sync`, Triton 3.6 sm_90) that is 31 -> 25
-# bar.sync and 227 -> 215 shfl.sync: 6 of the 15 barriers routing adds. It differs from softmax then top-k only where
-# two distinct logits round to one probability (the larger logit is chosen there, not the lower index) and in the
-# weights' last bits. Predicted at the shard T=1 (H100, 9.97 us): -0.2..-0.6 us. Off until measured;
-# $MOELAB_ROUTE_LOGIT_ORDER=1 (read at launch) turns it on in the route kernel, the router and the pair kernel alike.
-ROUTE_LOGIT_ORDER = 0
-
-
-def scoring_code(scoring: str, renormalize: bool) -> int:
-    """The kernels' SCORING constexpr for `scoring`: "softmax" with `renormalize` under ROUTE_LOGIT_ORDER (or
-    $MOELAB_ROUTE_LOGIT_ORDER) is the top-k of the logits, then a softmax over the k (the same weights)."""
-    if scoring == "softmax" and renormalize and env_int("MOELAB_ROUTE_LOGIT_ORDER", ROUTE_LOGIT_ORDER):
-        return _SCORING_CODE["topk_softmax"]
-    return _SCORING_CODE[scoring]
+# Ranking the renormalised softmax by the logits (session 46: top-k of the logits, then a softmax over the k; the same
+# experts but where two distinct logits round to one probability, and the same weights to the last bits) skips the
+# max, the exponentials and the sum over all E: in the pair kernel's routing at the tp=4 shard, 31 -> 25 bar.sync and
+# 227 -> 215 shfl.sync (Triton 3.6, sm_90). Measured a tie on an H100 (h100/gpu-session-GT-GU-…T1935.log): the shard
+# T=1 9.90 -> 9.86 us (predicted -0.2..-0.6), Qwen3-30B-A3B batch 1 2.80 -> 2.79 ms in the chain. Not kept.
 
 
 def route_bitonic(kernel: str = "route") -> bool:

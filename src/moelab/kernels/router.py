@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from moelab.kernels import cdiv, chain_pdl, check_device, counters, env_int, next_pow2, pdl_supported
-from moelab.kernels.route import _route_rows, route_bitonic, scoring_code
+from moelab.kernels.route import _SCORING_CODE, _route_rows, route_bitonic
 from moelab.ops.moe import _check_route_args
 
 ROUTER_MAX_T = 16  # decode sizes: the [T, BLOCK_E, BLOCK_H] product is held in registers
@@ -199,7 +199,7 @@ def router(x: torch.Tensor, weight: torch.Tensor, k: int, scoring: str = "softma
         x, weight, correction_bias if correction_bias is not None else logits, logits, w_out, ids,
         counters(x.device, 1, "router"), T, E, H, x.stride(0), weight.stride(0), float(scaling),
         T_PAD=next_pow2(T), N_PROG=n_prog, K=k, K_PAD=next_pow2(k), E_PAD=e_pad,
-        SCORING=scoring_code(scoring, renormalize), RENORM=bool(renormalize), HAS_BIAS=correction_bias is not None,
+        SCORING=_SCORING_CODE[scoring], RENORM=bool(renormalize), HAS_BIAS=correction_bias is not None,
         N_GROUP=n_group, TOPK_GROUP=topk_group, USE_PDL=pdl,
         TRIGGER=chain_pdl(x.device, T),  # the experts' kernel after it (pairs or census) is PDL-launched: chain_pdl
         BITONIC=route_bitonic("router"), num_warps=num_warps, **norm_args, **launch, **cfg,
