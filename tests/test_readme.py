@@ -63,28 +63,31 @@ def test_a_decode_run_covered_by_a_newer_one_is_hidden(tmp_path):
     assert "`old32.json`" not in md and "1,111" not in md
 
 
-def test_a_bench_moe_run_of_fewer_sizes_does_not_displace_a_fuller_sweep(tmp_path):
-    """A newer run of T=1,256,4096 stays in the folder; the README keeps the newest sweep with the most sizes."""
+def test_a_bench_moe_table_takes_each_size_from_the_newest_run_that_measured_it(tmp_path):
+    """A newer run of T=1,256,4096 gives those rows; T=2 and 4 stay from the older sweep, each row naming its run; a run
+    under a switch changes nothing."""
     import json
 
     from moelab import report
 
-    def rec(name, date, Ts, us):
+    def rec(name, date, Ts, us, **env):
         rows = [{"T": T, "distinct_experts": 8, "floor_us": 10.0, "moelab_graph_us": us, "pct_of_floor": 50.0}
                 for T in Ts]
-        body = {"kind": "bench-moe", "env": {"device": "GPU", "date": date, "commit": "c"}, "model": "m", "tp": 1,
-                "shape": {"E": 8, "H": 16, "I": 8, "k": 2, "shared_I": 0}, "ceilings": {"read_gbps": 1000.0},
+        body = {"kind": "bench-moe", "env": {"device": "GPU", "date": date, "commit": "c", **env}, "model": "m",
+                "tp": 1, "shape": {"E": 8, "H": 16, "I": 8, "k": 2, "shared_I": 0}, "ceilings": {"read_gbps": 1000.0},
                 "rows": rows}
         (tmp_path / name).write_text(json.dumps(body))
 
     rec("full-old.json", "2026-01-01", [1, 2, 4, 256, 4096], 111.0)
     rec("part-new.json", "2026-01-02", [1, 256, 4096], 222.0)
+    rec("switch.json", "2026-01-03", [1, 2], 444.0, moelab_env={"MOELAB_X": "1"})
     md = report.results_markdown(str(tmp_path))
-    assert "`full-old.json`" in md and "111" in md
-    assert "`part-new.json`" not in md and "222" not in md
-    rec("full-new.json", "2026-01-03", [1, 2, 4, 256, 4096], 333.0)
+    assert "[1] `full-old.json`" in md and "[2] `part-new.json`" in md and "switch.json" not in md
+    assert md.count("| 111 |") == 2 and md.count("| 222 |") == 3 and "444" not in md
+    assert "| 1 | 8 | 10 |" in md and md.split("| 1 | 8 | 10 |", 1)[1].split("\n", 1)[0].endswith("[2] |")
+    rec("full-new.json", "2026-01-04", [1, 2, 4, 256, 4096], 333.0)
     md = report.results_markdown(str(tmp_path))
-    assert "`full-new.json`" in md and "`full-old.json`" not in md
+    assert "`full-new.json`" in md and "`full-old.json`" not in md and "`part-new.json`" not in md
 
 
 def test_one_attention_table_takes_each_shape_from_the_newest_run_that_measured_it(tmp_path):

@@ -116,7 +116,7 @@ def shipped(r: dict) -> bool:
 def _newest(recs: list[tuple[str, dict]], kind: str, key=lambda r: None, rank=lambda r: 0) -> list[tuple[str, dict]]:
     """The newest record of `kind` for each value of key(record), in date order (older runs stay in the
     results folder as history; the README shows what is current). rank(record): a record of lower rank never
-    displaces one of higher rank, however new (bench-moe: a run of a few T does not displace a fuller sweep)."""
+    displaces one of higher rank, however new."""
     best: dict[Any, tuple[str, dict]] = {}
     for name, r in recs:
         if r.get("kind") == kind and shipped(r):
@@ -204,12 +204,10 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
         out += [f"### Measured ceilings (`moelab hw`)\n\n{_env_line(r['env'])} — `{name}`\n",
                 _md_table(["ceiling", "value", "unit", "how"], rows), ""]
     def moe_tables(recs: list[tuple[str, dict]], heading: str) -> list[str]:
-        # A run of prefill sizes only (no T below 32) does not displace the newest run that has the decode sizes, and a
-        # run of fewer T does not displace a fuller sweep (its rows stay in the results folder).
-        def key(r):
-            return (r.get("model"), r.get("tp"), r.get("shape", {}).get("shared_I"),
-                    min((x.get("T", 0) for x in r.get("rows", [])), default=0) >= 32)
-        benches = _newest(recs, "bench-moe", key=key, rank=lambda r: len({x.get("T") for x in r.get("rows", [])}))
+        # Every shipped run, oldest first: each T's row below comes from the newest run that measured that T (a run
+        # of a few sizes updates those rows and leaves the others to the sweep that measured them, named per row).
+        benches = sorted(((n, r) for n, r in recs if r.get("kind") == "bench-moe" and shipped(r)),
+                         key=lambda nr: nr[1]["env"]["date"])
         if not benches:
             return []
         out = [f"### {heading}\n",

@@ -190,9 +190,10 @@ def measure(
 # for the engine's first capture against 2.590 for its re-captures (gpu-session-GF-…T0838.log); with a one-kernel graph
 # captured and replayed first (`--before graph`, probe-round1-…T084101) the first capture ran 2.591, the re-captures
 # 2.589-2.592; end to end (bench_decode, session 42, gpu-session-GG-…T0917.log) 2.729 -> 2.589 ms, Qwen3-30B-A3B 2.848
-# -> 2.800. On the H200 the same gap (2.28 against 2.16, probe-round1-…T061735; that fix not yet run there). So
-# every graph moelab captures, timed or served, comes after such a graph. $MOELAB_PRIME_GRAPH=0 leaves it out (an A/B
-# across processes: only a process's first capture can tell).
+# -> 2.800. On the H200 the same gap (2.28 against 2.16, probe-round1-…T061735), and the same fix (session 46,
+# gpu-session-GG-GQ-…T1954.log): Qwen3.5 2.280 -> 2.167 ms, Qwen3-30B-A3B 2.39 -> 2.34. So every graph moelab
+# captures, timed or served, comes after such a graph. $MOELAB_PRIME_GRAPH=0 leaves it out (an A/B across processes:
+# only a process's first capture can tell).
 _PRIMED: dict[int, tuple[torch.cuda.CUDAGraph, torch.Tensor]] = {}  # device index -> the graph and its buffer, kept
 
 
