@@ -1587,6 +1587,13 @@ case "${1:?stage A to G}" in
     run bench-shard 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
     run bench-shard35 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4 --samples 10 --save
     ;;
+  GV) # session 46: where routing inside costs the shard's phase 1 its ~1.5 µs (H200, probe-timeline-…T195926): phase 1
+      # now stamps the moment it knows its expert (p1_id_p50), routed from the logits or loaded. The probe's GPU test,
+      # then the timelines with the ids ready and routing inside. ~1 minute.
+    run gpu-tests 60 python -m pytest tests/kernels/test_probe.py -q -p no:cacheprovider --tb=short -rf
+    run timeline-direct 60 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard --moe-direct 16
+    run timeline-route-in 60 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard --moe-direct 16 --moe-route-in
+    ;;
   GU) # session 46: the renormalised softmax routed as the top-k of the logits (route.ROUTE_LOGIT_ORDER: no max,
       # exponentials or sum over all E; the shard's routing inside the pair kernel 31 -> 25 bar.sync, sm_90). Its GPU
       # tests (bf16), issue 3's shard line without and with it (predicted -0.2..-0.6 us on the H100's 9.97), and batch 1

@@ -165,6 +165,7 @@ def probe_moe(T, n_calls, gbps, samples, shape="qwen3-30b-a3b", direct=0, route_
         r = {"p1_start_spread": max(st[j] for j in p1) - t0, "p1_end_p50": _q(p1_end, 0.5), "p1_end_max": max(p1_end),
              "p2_start_p50": _q([st[j] - t0 for j in p2], 0.5), "p2_ready_p50": _q(p2_ready, 0.5),
              "p2_ready_max": max(p2_ready), "end": max(en) - t0,
+             "p1_id_p50": _q([mid[j] - t0 for j in p1], 0.5),  # phase 1 knows its expert (routed or loaded)
              "p1_dur_p50": _q([en[j] - st[j] for j in p1], 0.5), "p2_dur_p50": _q([en[j] - st[j] for j in p2], 0.5)}
         if i + 1 < n_calls:
             r["gap_to_next"] = min(per_call[i + 1][0]) - (max(en))

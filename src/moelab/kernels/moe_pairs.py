@@ -72,7 +72,8 @@ def _moe_pairs_kernel(
     sw13_ptr, sw2_ptr, sgate_ptr,  # shared expert [2IS,H], [H,IS], [1,H]
     act_ptr, part_ptr, gw_ptr, cnt_ptr, out_ptr,  # act[S,I_MAX] (x dtype), partials fp32 [S,H], shared gate fp32 [T],
     #                                              int32 counters, out[T,H]
-    probe_ptr,  # PROBE only: int64 [programs, 4] (start ns, phase 2: activations ready ns, end ns, SM·2 + is phase 2)
+    probe_ptr,  # PROBE only: int64 [programs, 4] (start ns, phase 1: expert id known / phase 2: activations ready ns,
+    #             end ns, SM·2 + is phase 2)
     # sizes
     H, I, IS, E, I_MAX,
     # strides (elements)
@@ -161,6 +162,9 @@ def _moe_pairs_kernel(
     else:
         e = tl.load(tid_ptr + tl.minimum(s, P - 1))
         route_w = tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32)
+    if PROBE:  # phase 1: its expert id known (routed, or loaded): stamp 1, which only phase 2 uses otherwise
+        if phase1:
+            tl.store(probe_ptr + pid * 4 + 1, now_ns(e))
     e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
     I_s = tl.where(is_shared, IS, I)
 
