@@ -1588,11 +1588,16 @@ case "${1:?stage A to G}" in
     run bench-shard35 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4 --samples 10 --save
     ;;
   GV) # session 46: where routing inside costs the shard's phase 1 its ~1.5 µs (H200, probe-timeline-…T195926): phase 1
-      # now stamps the moment it knows its expert (p1_id_p50), routed from the logits or loaded. The probe's GPU test,
-      # then the timelines with the ids ready and routing inside. ~1 minute.
-    run gpu-tests 60 python -m pytest tests/kernels/test_probe.py -q -p no:cacheprovider --tb=short -rf
+      # now stamps the moment it knows its expert (p1_id_p50), routed from the logits or loaded. The GPU tests (bf16),
+      # the timelines with the ids ready, routing inside, and routing in phase 1 only (ROUTE_P1: phase 2 reads program
+      # 0's ids after its flag); the block sweep of ROUTE_P1, then issue 3's shard line with it. Predicted the shard T=1
+      # on the H200 8.71 -> 8.2-8.4 µs, a tie if one program's latency, not the SM's shared issue, is the cost. ~3 minutes.
+    run gpu-tests 120 python -m pytest tests/kernels/test_probe.py tests/kernels/test_moe.py -k "probe or routing_inside or direct" -q -p no:cacheprovider --tb=short -rf
     run timeline-direct 60 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard --moe-direct 16
     run timeline-route-in 60 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard --moe-direct 16 --moe-route-in
+    MOELAB_PAIRS_ROUTE_P1=1 run timeline-route-p1 60 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard --moe-direct 16 --moe-route-in
+    run sweep-route-p1 100 python benchmarks/sweep_moe.py --mode block --shapes shard --tokens 1 --route-p1 --samples 15
+    MOELAB_PAIRS_ROUTE_P1=1 run bench-shard-p1 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1 --samples 10 --save
     ;;
   GU) # session 46: the renormalised softmax routed as the top-k of the logits (route.ROUTE_LOGIT_ORDER: no max,
       # exponentials or sum over all E; the shard's routing inside the pair kernel 31 -> 25 bar.sync, sm_90). Its GPU

@@ -65,6 +65,23 @@ def _prefetch_shared(sw13_ptr, sw2_ptr, ib, H, IS, on, BLOCK_I: tl.constexpr, N_
     _prefetch_range(sw2_ptr, w2_share, H * IS * EB * on, ib, N_PF)
 
 
+@triton.jit
+def _route_token(lg_ptr, tw_ptr, tid_ptr, pid, E, K: tl.constexpr, K_PAD: tl.constexpr, E_PAD: tl.constexpr,
+                 RENORM: tl.constexpr):
+    """ROUTE_IN: the softmax top-k (weights, ids: [1, K_PAD]) of the token's E logits, the route kernel's code (its
+    bitonic top-k); program 0 stores them for the caller. The logits are read from L2 (in the two-kernel form phase 2
+    has no wait of its own)."""
+    offs_e = tl.arange(0, E_PAD)
+    lg = tl.load(lg_ptr + offs_e[None, :], mask=(offs_e < E)[None, :], other=-float("inf"),
+                 cache_modifier=".cg").to(tl.float32)
+    r_w, r_id = _route_rows(lg, offs_e, offs_e < E, tw_ptr, 1.0, K, K_PAD, E_PAD, 0, RENORM, False, 1, 1, True)
+    kk = tl.arange(0, K_PAD)[None, :]
+    if pid == 0:
+        tl.store(tw_ptr + kk, r_w, mask=kk < K)
+        tl.store(tid_ptr + kk, r_id, mask=kk < K)
+    return r_w, r_id
+
+
 @triton.jit(do_not_specialize=["pf_on"])
 def _moe_pairs_kernel(
     # pointers
@@ -103,6 +120,7 @@ def _moe_pairs_kernel(
     ROUTE_IN: tl.constexpr = False,  # DIRECT only: every program routes the token itself (see `pairs_route_in`)
     E_PAD: tl.constexpr = 1,  # ROUTE_IN: next_pow2(E)
     RENORM: tl.constexpr = True,  # ROUTE_IN: renormalise the top-k probabilities
+    ROUTE_P1: tl.constexpr = False,  # ROUTE_IN: only phase 1 routes; phase 2 waits for program 0's ids (`pairs_route_p1`)
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
@@ -140,20 +158,17 @@ def _moe_pairs_kernel(
     hb = q % N_HBLK
     is_shared = s >= P
     t = tl.where(is_shared, s - P, s // K)
-    if ROUTE_IN:
+    if ROUTE_IN and not ROUTE_P1:
         # Softmax top-k of the token's E logits in every program (the route kernel's code, its bitonic top-k), so
         # no route launch precedes this one; program 0 stores the weights and ids for the caller. (Read from L2: in
         # the two-kernel form phase 2 has no wait of its own.)
-        offs_e = tl.arange(0, E_PAD)
-        lg = tl.load(lg_ptr + offs_e[None, :], mask=(offs_e < E)[None, :], other=-float("inf"),
-                     cache_modifier=".cg").to(tl.float32)
-        r_w, r_id = _route_rows(lg, offs_e, offs_e < E, tw_ptr, 1.0, K, K_PAD, E_PAD, 0, RENORM, False, 1, 1, True)
+        r_w, r_id = _route_token(lg_ptr, tw_ptr, tid_ptr, pid, E, K, K_PAD, E_PAD, RENORM)
         kk = tl.arange(0, K_PAD)[None, :]
-        if pid == 0:
-            tl.store(tw_ptr + kk, r_w, mask=kk < K)
-            tl.store(tid_ptr + kk, r_id, mask=kk < K)
         e = tl.sum(tl.where(kk == tl.minimum(s, P - 1), r_id, 0))
         route_w = tl.sum(tl.where(kk == tl.minimum(s, P - 1), r_w, 0.0))
+    elif ROUTE_IN:  # ROUTE_P1: phase 1 routes below; phase 2 (DIRECT) reads the ids program 0 publishes
+        e = pid * 0
+        route_w = 0.0
     elif PHASE == 2:
         # No wait before these (the router ended before this kernel was released, stage DH): read them from L2, the
         # GPU's point of coherence, never from a line an earlier kernel left in this SM's L1.
@@ -170,6 +185,16 @@ def _moe_pairs_kernel(
 
     if phase1:
         # ---------------- phase 1: SiLU(x·gate)·(x·up) for BLOCK_I rows of one slot ----------------
+        if ROUTE_P1:  # only phase 1 routes: program 0 stores the ids and weights, then releases phase 2's flag
+            r_w, r_id = _route_token(lg_ptr, tw_ptr, tid_ptr, pid, E, K, K_PAD, E_PAD, RENORM)
+            if pid == 0:
+                tl.debug_barrier()  # every thread's stores precede the release
+                tl.atomic_add(cnt_ptr + (N_SLOTS + N_HBLK + 1) * CS, 1, sem="release", scope="gpu")
+            kk = tl.arange(0, K_PAD)[None, :]
+            e = tl.sum(tl.where(kk == tl.minimum(s, P - 1), r_id, 0))
+            if PROBE:
+                tl.store(probe_ptr + pid * 4 + 1, now_ns(e))
+            e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)
         if ib * BLOCK_I < I_s:
             w_base = tl.where(is_shared, sw13_ptr, w13_ptr + e * s_w13e)  # branch-free: no value-yielding `if`
             s_row = tl.where(is_shared, H, s_w13r)
@@ -202,7 +227,11 @@ def _moe_pairs_kernel(
         hmask = offs_h < H
         offs_j = tl.arange(0, K_PAD)
         jmask = offs_j < K
-        if ROUTE_IN:
+        if ROUTE_P1:  # program 0's ids: wait for its flag, then read them (and the weights, below) from L2
+            ids_ok = _wait_geq(cnt_ptr + (N_SLOTS + N_HBLK + 1) * CS, 1, 1, SPIN_ASM)
+            ids = tl.load(tid_ptr + offs_j, mask=offs_j < K * ids_ok, other=0, cache_modifier=".cg")
+            tw = tl.load(tw_ptr + offs_j, mask=offs_j < K * ids_ok, other=0.0, cache_modifier=".cg").to(tl.float32)
+        elif ROUTE_IN:
             ids = tl.reshape(r_id, (K_PAD,))
         else:
             ids = tl.load(tid_ptr + offs_j, mask=jmask, other=0, cache_modifier=".cg")
@@ -216,7 +245,9 @@ def _moe_pairs_kernel(
         if HAS_SHARED:  # the shared expert's w2 rows too ([BLOCK_H, BLOCK_C]), its slot the last (P)
             ws = tl.load(sw2_ptr + offs_h[:, None] * IS + offs_c[None, :],
                          mask=hmask[:, None] & (offs_c < IS)[None, :], other=0.0, eviction_policy="evict_first")
-        if ROUTE_IN:
+        if ROUTE_P1:
+            pass  # read above, after the flag
+        elif ROUTE_IN:
             tw = tl.reshape(r_w, (K_PAD,))
         else:
             tw = tl.load(tw_ptr + offs_j, mask=jmask, other=0.0, cache_modifier=".cg").to(tl.float32)
@@ -263,6 +294,8 @@ def _moe_pairs_kernel(
         if done == N_HBLK - 1:  # the last to count: every program has seen its slots, so the counters may go to 0
             tl.store(cnt_ptr + offs_w * CS, tl.zeros((S_PAD,), dtype=tl.int32), mask=wmask)
             tl.store(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 0)
+            if ROUTE_P1:
+                tl.store(cnt_ptr + (N_SLOTS + N_HBLK + 1) * CS, 0)
     else:
         # ---------------- phase 2: down projection of one slot for BLOCK_H outputs ----------------
         offs_h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
@@ -477,6 +510,24 @@ PAIRS_ROUTE_IN = 1
 # Both forms lost; the vector form's timeline was not taken.)
 
 
+# Routing in phase 1 only (ROUTE_P1, session 46, off): under ROUTE_IN every one of the shard's 384 programs (~3 an SM)
+# computes the token's top-k, ~900 PTX lines before its first weight load with 11 barriers and ~90 shuffles (Triton
+# 3.6, sm_90), so the SM's issue slots and its one shuffle a clock are shared by ~12 warps doing it at once. The
+# timelines (H200, probe-timeline-…T195917 / …T195926) put phase 1's end 1.5 µs later with it than with the ids ready.
+# Ranking by the logits (6 barriers and 12 shuffles fewer, route.py) tied, which fits throughput, not one program's
+# latency, as the cost. With ROUTE_P1 the phase-2 programs do not route: program 0 stores the ids and weights and
+# releases a flag; phase 2 waits for it, reads them from L2 and only then requests its w2 rows, still long before phase
+# 1 ends (its slots ready at 7.25 µs there). A third fewer programs routing an SM. Predicted the shard T=1 on the H200
+# 8.71 → 8.2-8.4 µs (a tie if the cost is one program's latency). $MOELAB_PAIRS_ROUTE_P1=1 (read at launch) turns it
+# on; `config={"ROUTE_P1": ...}` sets it per call.
+PAIRS_ROUTE_P1 = 0
+
+
+def pairs_route_p1() -> bool:
+    """Whether routing inside the pair kernel (ROUTE_IN) runs in phase 1 only (ROUTE_P1, $MOELAB_PAIRS_ROUTE_P1)."""
+    return bool(env_int("MOELAB_PAIRS_ROUTE_P1", PAIRS_ROUTE_P1))
+
+
 def pairs_route_in(T: int, I: int, IS: int = 0) -> bool:
     """Whether `moe_block` routes inside the pair kernel: where DIRECT runs and $MOELAB_PAIRS_ROUTE_IN (read at
     launch) is on."""
@@ -587,6 +638,9 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     direct = bool(cfg.pop("DIRECT", pairs_direct(T, I, IS)))
     i_max = max(I, IS)
     block_c = cfg.pop("BLOCK_CD", min(next_pow2(i_max), PAIRS_DIRECT_BLOCK_C))
+    route_p1 = bool(cfg.pop("ROUTE_P1", logits is not None and pairs_route_p1()))
+    if route_p1 and logits is None:
+        raise ValueError("ROUTE_P1 (routing in phase 1 only) needs the logits: it is a form of routing inside")
     block_hd = cfg.pop("BLOCK_HD", direct_block_h(k, cdiv(i_max, block_c) * block_c))
     if logits is not None and not direct:
         raise ValueError(f"routing inside the pair kernel (logits) needs DIRECT, which is off here (T={T}, I={I})")
@@ -616,7 +670,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
         ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
     args = (x, w13, w2, tw, ids, sw13, sw2, sgate if sgate is not None else x,
-            act, part, gw, counters(x.device, (n_slots + n_hblk + 1) * cs, "moe"), out, probe if probe is not None else x,
+            act, part, gw, counters(x.device, (n_slots + n_hblk + 2) * cs, "moe"), out, probe if probe is not None else x,
             H, I, IS, E, i_max,
             x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0))
     meta = dict(T=T, K=k, K_PAD=next_pow2(k), T_PAD=next_pow2(T),
@@ -624,7 +678,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
                 HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger,
                 USE_PDL=pdl, PROBE=probe is not None, CS=cs, num_warps=num_warps,
                 DIRECT=direct, BLOCK_C=block_c, N_C=cdiv(i_max, block_c), LD_ACQ=direct and not interpreting(),
-                **(dict(lg_ptr=logits, ROUTE_IN=True, E_PAD=next_pow2(E), RENORM=bool(renormalize))
+                **(dict(lg_ptr=logits, ROUTE_IN=True, E_PAD=next_pow2(E), RENORM=bool(renormalize), ROUTE_P1=route_p1)
                    if logits is not None else {}),
                 **({"launch_pdl": True} if pdl else {}), **cfg)
     # From PAIRS_TWO_MIN_T tokens the phases are two kernels, so phase 1 is compiled alone (96 registers at the T=1
