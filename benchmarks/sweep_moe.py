@@ -317,6 +317,8 @@ def main() -> None:
                     # H200 8.71 -> 8.2-8.4 us.
                     grid = [dict(ROUTE="in", DIRECT=True, BLOCK_HD=16, ROUTE_P1=p_) for p_ in (False, True)]
                     grid += [dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=16)]
+                    # Fewer phase-1 programs routing (8 rows a block: 128, about one an SM), each streaming 64 KB.
+                    grid += [dict(ROUTE="in", DIRECT=True, BLOCK_HD=16, ROUTE_P1=p_, BLOCK_I=8) for p_ in (False, True)]
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.

@@ -768,6 +768,26 @@ def test_moe_block_routing_inside_the_pair_kernel_is_the_two_launch_result_bitwi
         assert rel(one[0], ref) <= TOL[dtype]
 
 
+@pytest.mark.parametrize("block_i", [4, 8])
+def test_pair_kernel_routing_in_phase_1_only_matches_every_program_routing(block_i):
+    """ROUTE_P1 through `config` at two phase-1 block heights (the sweep's grid): the same weights, ids and output,
+    bitwise, as every program routing, and the counters (the flag among them) zero after each call."""
+    from moelab.kernels import counters
+    from moelab.kernels.moe_pairs import moe_pairs
+    E, H, I, k = 16, 88, 48, 4
+    dtype = torch.float16 if DEV == "cpu" else torch.bfloat16
+    x, w13, w2, _, _, _ = make(1, E, H, I, k, dtype, seed=7)
+    lg = torch.randn(1, E, generator=torch.Generator().manual_seed(57)).to(DEV)
+    got = []
+    for p1 in (False, True):
+        w, ids = torch.empty(1, k, device=DEV), torch.empty(1, k, dtype=torch.int32, device=DEV)
+        cfg = dict(BLOCK_I=block_i, BLOCK_K=64, DIRECT=True, BLOCK_HD=16, ROUTE_P1=p1)
+        got.append((moe_pairs(x, w13, w2, w, ids, out=poisoned(1, H, dtype), config=cfg, logits=lg), w, ids))
+        assert int(counters(x.device, 1, "moe").abs().sum()) == 0
+    for a, b, name in zip(*got, ("out", "weights", "ids")):
+        assert torch.equal(a, b), name
+
+
 def test_pair_kernel_routing_needs_direct():
     """Logits handed to the pair kernel where DIRECT cannot run (two tokens) are refused with the reason."""
     from moelab.kernels.moe_pairs import moe_pairs
