@@ -358,7 +358,8 @@ SM90_JOBS["moe_pairs_direct_wide"] = (_module, _kernel, _types,
                                       dict(_consts, N_HBLK=512, BLOCK_H=4, SPIN_ASM="{ nanosleep.u32 128; mov.b32 $0, $1; }",
                                            DIRECT=True, BLOCK_C=256, N_C=3, LD_ACQ=True), *_rest)
 # The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
-for _name in ("attention_split", "attention_combine", "moe_pairs_backoff", "moe_pairs_direct_route"):
+for _name in ("attention_split", "attention_combine", "moe_pairs_backoff", "moe_pairs_direct_route",
+              "moe_pairs_direct_route_p1"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name + "_probe"] = (_module, _kernel, _types, dict(_consts, PROBE=True), *_rest)
 # The split kernel merging its own splits (MERGE, up to 4 splits: B=8 at 16k), plain and in the engine's form.

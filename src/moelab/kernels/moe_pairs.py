@@ -177,8 +177,8 @@ def _moe_pairs_kernel(
     else:
         e = tl.load(tid_ptr + tl.minimum(s, P - 1))
         route_w = tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32)
-    if PROBE:  # phase 1: its expert id known (routed, or loaded): stamp 1, which only phase 2 uses otherwise
-        if phase1:
+    if PROBE and not ROUTE_P1:  # phase 1: its expert id known (routed, or loaded): stamp 1, which only phase 2 uses
+        if phase1:  # otherwise (under ROUTE_P1 phase 1 stamps it where it routes, below)
             tl.store(probe_ptr + pid * 4 + 1, now_ns(e))
     e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
     I_s = tl.where(is_shared, IS, I)
