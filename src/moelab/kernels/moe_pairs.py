@@ -159,9 +159,7 @@ def _moe_pairs_kernel(
     is_shared = s >= P
     t = tl.where(is_shared, s - P, s // K)
     if ROUTE_IN and not ROUTE_P1:
-        # Softmax top-k of the token's E logits in every program (the route kernel's code, its bitonic top-k), so
-        # no route launch precedes this one; program 0 stores the weights and ids for the caller. (Read from L2: in
-        # the two-kernel form phase 2 has no wait of its own.)
+        # The token's top-k in every program, so no route launch precedes this one (`_route_token`).
         r_w, r_id = _route_token(lg_ptr, tw_ptr, tid_ptr, pid, E, K, K_PAD, E_PAD, RENORM)
         kk = tl.arange(0, K_PAD)[None, :]
         e = tl.sum(tl.where(kk == tl.minimum(s, P - 1), r_id, 0))
