@@ -113,15 +113,14 @@ def shipped(r: dict) -> bool:
     return not r.get("superseded") and not (r.get("env") or {}).get("moelab_env")
 
 
-def _newest(recs: list[tuple[str, dict]], kind: str, key=lambda r: None, rank=lambda r: 0) -> list[tuple[str, dict]]:
+def _newest(recs: list[tuple[str, dict]], kind: str, key=lambda r: None) -> list[tuple[str, dict]]:
     """The newest record of `kind` for each value of key(record), in date order (older runs stay in the
-    results folder as history; the README shows what is current). rank(record): a record of lower rank never
-    displaces one of higher rank, however new."""
+    results folder as history; the README shows what is current)."""
     best: dict[Any, tuple[str, dict]] = {}
     for name, r in recs:
         if r.get("kind") == kind and shipped(r):
             k = key(r)
-            if k not in best or (rank(r), r["env"]["date"]) >= (rank(best[k][1]), best[k][1]["env"]["date"]):
+            if k not in best or r["env"]["date"] >= best[k][1]["env"]["date"]:
                 best[k] = (name, r)
     return sorted(best.values(), key=lambda nr: nr[1]["env"]["date"])
 
@@ -204,39 +203,27 @@ def results_markdown(results_dir: str = "benchmarks/results") -> str:
         out += [f"### Measured ceilings (`moelab hw`)\n\n{_env_line(r['env'])} — `{name}`\n",
                 _md_table(["ceiling", "value", "unit", "how"], rows), ""]
     def moe_tables(recs: list[tuple[str, dict]], heading: str) -> list[str]:
-        # Every shipped run, oldest first: each T's row below comes from the newest run that measured that T (a run
-        # of a few sizes updates those rows and leaves the others to the sweep that measured them, named per row).
-        benches = sorted(((n, r) for n, r in recs if r.get("kind") == "bench-moe" and shipped(r)),
-                         key=lambda nr: nr[1]["env"]["date"])
-        if not benches:
-            return []
-        out = [f"### {heading}\n",
-               "µs per call, median; graph = CUDA-graph replay, host = launched from Python. Floor = distinct "
-               "experts hit × bytes per expert ÷ measured read bandwidth (or FLOPs ÷ bf16 matmul rate: in records "
-               "from 2026-12-05 on, the fastest of `moelab hw`'s rate and the rate measured just before and after "
-               "moelab's samples). "
-               "`× best` = best baseline (any mode) ÷ moelab graph.\n"]
-        # One table per model and shape: each T's row from the newest of the runs chosen above (every implementation
-        # of a row measured side by side in that run).
-        tables: dict[Any, dict[int, tuple[dict, str, dict]]] = {}
-        for name, r in benches:
+        # One table per model and shape; each T's row from the newest run that measured it, every implementation of
+        # the row side by side in that run (a run of a few sizes updates those rows and leaves the others).
+        def ident(r):
             s = r["shape"]
-            ident = (r["model"], r["tp"], s["E"], s["H"], s["I"], s["k"], s["shared_I"])
-            for x in r["rows"]:
-                tables.setdefault(ident, {})[x["T"]] = (x, name, r)
-        head = ["T", "experts", "floor", "HF loop (host)", "HF loop+compile (host)", "gather+bmm (graph)",
-                "gather+bmm+compile (graph)", "moelab (host)", "moelab (graph)", "% of floor", "× best", "run"]
-        for (model, tp, E, H, I, k, sI), by_t in tables.items():
-            runs = sorted({name: r for _, name, r in by_t.values()}.items(), key=lambda nr: nr[1]["env"]["date"])
-            index = {name: i for i, (name, _) in enumerate(runs, 1)}
-            rows = [(x["T"], x["distinct_experts"], x["floor_us"], x.get("hf_loop_host_us"),
-                     x.get("hf_loop+compile_host_us"),
-                     x.get("gather_bmm_graph_us"), x.get("gather_bmm+compile_graph_us"), x.get("moelab_host_us"),
-                     x.get("moelab_graph_us"), x.get("pct_of_floor"), x.get("speedup_vs_best_baseline"),
-                     f"[{index[name]}]") for T, (x, name, _) in sorted(by_t.items())]
-            out += [f"**{model}**, tp={tp} (E={E}, H={H}, I={I}, k={k}, shared I={sI})\n", _md_table(head, rows), "",
-                    _runs_list(runs, lambda r: f"; read {r['ceilings']['read_gbps']:.0f} GB/s"), ""]
-        return out
+            return (r["model"], r["tp"], s["E"], s["H"], s["I"], s["k"], s["shared_I"])
+
+        return _merged_tables(
+            recs, "bench-moe", lambda r: {(ident(r), x["T"]): [x] for x in r["rows"]}, heading=heading,
+            preamble=lambda i: (f"**{i[0]}**, tp={i[1]} (E={i[2]}, H={i[3]}, I={i[4]}, k={i[5]}, shared I={i[6]}). "
+                                "µs per call, median; graph = CUDA-graph replay, host = launched from Python. Floor = "
+                                "distinct experts hit × bytes per expert ÷ measured read bandwidth (or FLOPs ÷ bf16 "
+                                "matmul rate: in records from 2026-12-05 on, the fastest of `moelab hw`'s rate and the "
+                                "rate measured just before and after moelab's samples). `× best` = best baseline (any "
+                                "mode) ÷ moelab graph."),
+            header=["T", "experts", "floor", "HF loop (host)", "HF loop+compile (host)", "gather+bmm (graph)",
+                    "gather+bmm+compile (graph)", "moelab (host)", "moelab (graph)", "% of floor", "× best"],
+            row=lambda x: (x["T"], x["distinct_experts"], x["floor_us"], x.get("hf_loop_host_us"),
+                           x.get("hf_loop+compile_host_us"), x.get("gather_bmm_graph_us"),
+                           x.get("gather_bmm+compile_graph_us"), x.get("moelab_host_us"), x.get("moelab_graph_us"),
+                           x.get("pct_of_floor"), x.get("speedup_vs_best_baseline")),
+            order=lambda c, first: c[1], extra=lambda r: f"; read {r['ceilings']['read_gbps']:.0f} GB/s")
 
     out += moe_tables(recs, "One MoE layer, routing included (`moelab bench moe`)")
     for name, r in _newest(recs, "bench-norm"):
