@@ -1164,8 +1164,7 @@ def test_pairs_direct_compiles_for_sm90(sm90):
         assert "error" not in job, (name, job.get("error"))
         assert "griddepcontrol.wait" in job["ptx"] and "nanosleep" in job["ptx"] and "ld.acquire.gpu" in job["ptx"]
     assert "red.global.gpu.release.add" in sm90["moe_pairs_direct"]["ptx"]  # phase 1's release
-    # Only phase 1 routing (ROUTE_P1): phase 2's wait for program 0's flag adds an acquire, and the routing's code is
-    # in phase 1's branch alone.
+    # Only phase 1 routing (ROUTE_P1): phase 2's wait for program 0's flag adds an acquire.
     job = sm90["moe_pairs_direct_route_p1"]
     assert "error" not in job, job.get("error")
     assert job["ptx"].count("acquire") > sm90["moe_pairs_direct_route"]["ptx"].count("acquire"), "the flag's acquire"
