@@ -1597,6 +1597,7 @@ case "${1:?stage A to G}" in
     run timeline-route-in 60 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard --moe-direct 16 --moe-route-in
     MOELAB_PAIRS_ROUTE_P1=1 run timeline-route-p1 60 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard --moe-direct 16 --moe-route-in
     run sweep-route-p1 100 python benchmarks/sweep_moe.py --mode block --shapes shard --tokens 1 --route-p1 --samples 15
+    run bench-shard 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1 --samples 10 --save
     MOELAB_PAIRS_ROUTE_P1=1 run bench-shard-p1 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1 --samples 10 --save
     ;;
   GU) # session 46: the renormalised softmax routed as the top-k of the logits (route.ROUTE_LOGIT_ORDER: no max,
