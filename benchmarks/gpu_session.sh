@@ -1592,6 +1592,9 @@ case "${1:?stage A to G}" in
       # the timelines with the ids ready, routing inside, and routing in phase 1 only (ROUTE_P1: phase 2 reads program
       # 0's ids after its flag); the block sweep of ROUTE_P1, then issue 3's shard line with it. Predicted the shard T=1
       # on the H200 8.71 -> 8.2-8.4 µs, a tie if one program's latency, not the SM's shared issue, is the cost. ~3 minutes.
+      # Ran on an H100 (session 47, h100/gpu-session-GV-…T2236.log): ROUTE_P1 lost (the sweep 9.89 -> 10.15 µs, the
+      # bench 9.88 -> 10.2); phase 1 knows its expert 0.25 µs in with the ids ready, 1.75 routing, 1.5 with ROUTE_P1.
+      # ROUTE_P1 and sweep_moe's --route-p1 are gone (moe_pairs.py says why).
     run gpu-tests 120 python -m pytest tests/kernels/test_probe.py tests/kernels/test_moe.py -k "probe or routing_inside or direct" -q -p no:cacheprovider --tb=short -rf
     run timeline-direct 60 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard --moe-direct 16
     run timeline-route-in 60 python benchmarks/probe_timeline.py --attention '' --moe 1 --moe-shape shard --moe-direct 16 --moe-route-in

@@ -90,9 +90,6 @@ def main() -> None:
                          "with a shared expert $MOELAB_PAIRS_DIRECT_SHARED) at several output blocks, experts wider "
                          "than 128 in column chunks ($MOELAB_PAIRS_DIRECT_MAX_I), and with the routing inside the "
                          "kernel (ROUTE_IN) where DIRECT applies")
-    ap.add_argument("--route-p1", action="store_true",
-                    help="block mode, T=1, where DIRECT runs: routing inside the kernel in every program against "
-                         "in phase 1 only (ROUTE_P1, $MOELAB_PAIRS_ROUTE_P1), and after the route kernel")
     ap.add_argument("--grouped-overlap", action="store_true",
                     help="--grouped: only the default against OVERLAP (the down GEMM polling each token tile's counter, "
                          "PDL-launched beside gate/up's last wave), its act rows by pointers and by TMA")
@@ -311,14 +308,6 @@ def main() -> None:
                     # Predicted −0.5..−1 µs against DIRECT after the route kernel.
                     grid += [dict(ROUTE="in", DIRECT=True, BLOCK_HD=16), dict(ROUTE="in", DIRECT=True, BLOCK_HD=16,
                                                                            BLOCK_I=2, BLOCK_K=2048)]
-                if a.route_p1 and T == 1 and I <= 128:
-                    # Session 46: only phase 1 routes, phase 2 reads program 0's ids after its flag (moe_pairs.
-                    # PAIRS_ROUTE_P1; 160 registers against 168, Triton 3.6, sm_90). Predicted the shard T=1 on the
-                    # H200 8.71 -> 8.2-8.4 us.
-                    grid = [dict(ROUTE="in", DIRECT=True, BLOCK_HD=16, ROUTE_P1=p_) for p_ in (False, True)]
-                    grid += [dict(ROUTE="kernel", DIRECT=True, BLOCK_HD=16)]
-                    # Fewer phase-1 programs routing (8 rows a block: 128, about one an SM), each streaming 64 KB.
-                    grid += [dict(ROUTE="in", DIRECT=True, BLOCK_HD=16, ROUTE_P1=p_, BLOCK_I=8) for p_ in (False, True)]
                 if a.chain:
                     # Session 19 (stages CU, as --route-trigger, and CX): T=16 in the chain 216.1 -> 214.5 us
                     # (sweep-moe-block-trigger-…T1818), 182.7 -> 181.0 (sweep-moe-block-chain-…T1913): CHAIN_MAX_T is 16.

@@ -329,7 +329,7 @@ for _name in [n_ for n_, j_ in SM90_JOBS.items() if j_[1] == "_moe_pairs_kernel"
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name] = (_module, _kernel, _types, {"SHARED_PF": False, "N_PF": 128,
                                                     "NEXT_PF": False, "DIRECT": False, "BLOCK_C": 1, "N_C": 1, "LD_ACQ": False,
-                                                    "ROUTE_IN": False, "E_PAD": 1, "RENORM": True, "ROUTE_P1": False,
+                                                    "ROUTE_IN": False, "E_PAD": 1, "RENORM": True,
                                                     **_consts}, *_rest)
 # The tp=4 shard's T=1 launch (E=256, H=2048, I=128, k=8, no shared expert), phase 2 without partials (DIRECT). Its
 # integers marked divisible by 16 as that launch specialises them (w2's row stride among them: unmarked, the w2 tile
@@ -344,9 +344,6 @@ SM90_JOBS["moe_pairs_direct"] = (_module, _kernel, _types,
 _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_direct"]
 SM90_JOBS["moe_pairs_direct_route"] = (_module, _kernel, dict(_types, lg_ptr="*fp32"),
                                        dict(_consts, ROUTE_IN=True, E_PAD=256), *_rest)
-# The same with only phase 1 routing (ROUTE_P1, session 46): phase 2 waits for program 0's ids.
-SM90_JOBS["moe_pairs_direct_route_p1"] = (_module, _kernel, dict(_types, lg_ptr="*fp32"),
-                                          dict(_consts, ROUTE_IN=True, E_PAD=256, ROUTE_P1=True), *_rest)
 # DIRECT with Qwen3.5-35B-A3B's shared expert at the tp=4 shard (IS=128): nine slots, the shared one last.
 SM90_JOBS["moe_pairs_direct_shared"] = (_module, _kernel, _types,
                                         dict(_consts, HAS_SHARED=True, SHARED_GATE=True, N_SLOTS=9, S_PAD=16, N1=288),
@@ -358,8 +355,7 @@ SM90_JOBS["moe_pairs_direct_wide"] = (_module, _kernel, _types,
                                       dict(_consts, N_HBLK=512, BLOCK_H=4, SPIN_ASM="{ nanosleep.u32 128; mov.b32 $0, $1; }",
                                            DIRECT=True, BLOCK_C=256, N_C=3, LD_ACQ=True), *_rest)
 # The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
-for _name in ("attention_split", "attention_combine", "moe_pairs_backoff", "moe_pairs_direct_route",
-              "moe_pairs_direct_route_p1"):
+for _name in ("attention_split", "attention_combine", "moe_pairs_backoff", "moe_pairs_direct_route"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
     SM90_JOBS[_name + "_probe"] = (_module, _kernel, _types, dict(_consts, PROBE=True), *_rest)
 # The split kernel merging its own splits (MERGE, up to 4 splits: B=8 at 16k), plain and in the engine's form.

@@ -737,21 +737,17 @@ def test_pairs_direct_matches_the_reference(dtype, two, shared, monkeypatch):
     assert int(counters(x.device, 1, "moe").abs().sum()) == 0
 
 
-@pytest.mark.parametrize("route_p1", ["0", "1"])
 @pytest.mark.parametrize("k,renormalize,shared", [(4, True, None), (4, False, None), (1, True, None), (4, True, (40, True))])
-def test_moe_block_routing_inside_the_pair_kernel_is_the_two_launch_result_bitwise(k, renormalize, shared, route_p1,
-                                                                                     monkeypatch):
+def test_moe_block_routing_inside_the_pair_kernel_is_the_two_launch_result_bitwise(k, renormalize, shared, monkeypatch):
     """ROUTE_IN ($MOELAB_PAIRS_ROUTE_IN=1: `moe_block` at T=1 in one launch, every pair-kernel program routing the token
     itself) gives the route kernel's weights and ids and the two-launch output, bitwise, with and without
-    renormalising, at k=1 (the rounds, not the bitonic top-k) and with a shared expert, and with only phase 1 routing
-    ($MOELAB_PAIRS_ROUTE_P1: phase 2 reads program 0's ids after its flag, which the last program resets); and the
-    reference's output within tolerance."""
+    renormalising, at k=1 (the rounds, not the bitonic top-k) and with a shared expert; and the reference's output
+    within tolerance."""
     from moelab.kernels import counters
     from moelab.kernels.moe import moe_block
     from moelab.ops.moe import moe_block_reference
     E, H, I = 16, 88, 48
     monkeypatch.setenv("MOELAB_PAIRS_DIRECT_SHARED", "1")
-    monkeypatch.setenv("MOELAB_PAIRS_ROUTE_P1", route_p1)
     dtype = torch.float16 if DEV == "cpu" else torch.bfloat16
     for seed in range(3):
         x, w13, w2, _, _, sh = make(1, E, H, I, k, dtype, seed=seed, shared=shared)
@@ -768,35 +764,12 @@ def test_moe_block_routing_inside_the_pair_kernel_is_the_two_launch_result_bitwi
         assert rel(one[0], ref) <= TOL[dtype]
 
 
-@pytest.mark.parametrize("block_i", [4, 8])
-def test_pair_kernel_routing_in_phase_1_only_matches_every_program_routing(block_i):
-    """ROUTE_P1 through `config` at two phase-1 block heights (the sweep's grid): the same weights, ids and output,
-    bitwise, as every program routing, and the counters (the flag among them) zero after each call."""
-    from moelab.kernels import counters
-    from moelab.kernels.moe_pairs import moe_pairs
-    E, H, I, k = 16, 88, 48, 4
-    dtype = torch.float16 if DEV == "cpu" else torch.bfloat16
-    x, w13, w2, _, _, _ = make(1, E, H, I, k, dtype, seed=7)
-    lg = torch.randn(1, E, generator=torch.Generator().manual_seed(57)).to(DEV)
-    got = []
-    for p1 in (False, True):
-        w, ids = torch.empty(1, k, device=DEV), torch.empty(1, k, dtype=torch.int32, device=DEV)
-        cfg = dict(BLOCK_I=block_i, BLOCK_K=64, DIRECT=True, BLOCK_HD=16, ROUTE_P1=p1)
-        got.append((moe_pairs(x, w13, w2, w, ids, out=poisoned(1, H, dtype), config=cfg, logits=lg), w, ids))
-        assert int(counters(x.device, 1, "moe").abs().sum()) == 0
-    for a, b, name in zip(*got, ("out", "weights", "ids")):
-        assert torch.equal(a, b), name
-
-
 def test_pair_kernel_routing_needs_direct():
     """Logits handed to the pair kernel where DIRECT cannot run (two tokens) are refused with the reason."""
     from moelab.kernels.moe_pairs import moe_pairs
     x, w13, w2, w, ids, _ = make(2, 8, 64, 32, 2, torch.float32)
     with pytest.raises(ValueError, match="needs DIRECT"):
         moe_pairs(x, w13, w2, w, ids.int(), out=poisoned(2, 64, x.dtype), logits=torch.randn(2, 8, device=DEV))
-    x, w13, w2, w, ids, _ = make(1, 8, 64, 32, 2, torch.float32)
-    with pytest.raises(ValueError, match="ROUTE_P1"):
-        moe_pairs(x, w13, w2, w, ids.int(), out=poisoned(1, 64, x.dtype), config={"ROUTE_P1": True})
 
 
 def test_pairs_direct_is_chosen_only_where_it_applies(monkeypatch):
@@ -1164,10 +1137,6 @@ def test_pairs_direct_compiles_for_sm90(sm90):
         assert "error" not in job, (name, job.get("error"))
         assert "griddepcontrol.wait" in job["ptx"] and "nanosleep" in job["ptx"] and "ld.acquire.gpu" in job["ptx"]
     assert "red.global.gpu.release.add" in sm90["moe_pairs_direct"]["ptx"]  # phase 1's release
-    # Only phase 1 routing (ROUTE_P1): phase 2's wait for program 0's flag adds an acquire.
-    job = sm90["moe_pairs_direct_route_p1"]
-    assert "error" not in job, job.get("error")
-    assert job["ptx"].count("acquire") > sm90["moe_pairs_direct_route"]["ptx"].count("acquire"), "the flag's acquire"
 
 
 @pytest.mark.parametrize("job", ["route_bitonic_k1", "route_bitonic_k6"])

@@ -120,7 +120,6 @@ def _moe_pairs_kernel(
     ROUTE_IN: tl.constexpr = False,  # DIRECT only: every program routes the token itself (see `pairs_route_in`)
     E_PAD: tl.constexpr = 1,  # ROUTE_IN: next_pow2(E)
     RENORM: tl.constexpr = True,  # ROUTE_IN: renormalise the top-k probabilities
-    ROUTE_P1: tl.constexpr = False,  # ROUTE_IN: only phase 1 routes; phase 2 waits for program 0's ids (`pairs_route_p1`)
 ):
     pid = tl.program_id(0) + PID0
     if TRIGGER and PHASE != 1:
@@ -158,15 +157,12 @@ def _moe_pairs_kernel(
     hb = q % N_HBLK
     is_shared = s >= P
     t = tl.where(is_shared, s - P, s // K)
-    if ROUTE_IN and not ROUTE_P1:
+    if ROUTE_IN:
         # The token's top-k in every program, so no route launch precedes this one (`_route_token`).
         r_w, r_id = _route_token(lg_ptr, tw_ptr, tid_ptr, pid, E, K, K_PAD, E_PAD, RENORM)
         kk = tl.arange(0, K_PAD)[None, :]
         e = tl.sum(tl.where(kk == tl.minimum(s, P - 1), r_id, 0))
         route_w = tl.sum(tl.where(kk == tl.minimum(s, P - 1), r_w, 0.0))
-    elif ROUTE_IN:  # ROUTE_P1: phase 1 routes below; phase 2 (DIRECT) reads the ids program 0 publishes
-        e = pid * 0
-        route_w = 0.0
     elif PHASE == 2:
         # No wait before these (the router ended before this kernel was released, stage DH): read them from L2, the
         # GPU's point of coherence, never from a line an earlier kernel left in this SM's L1.
@@ -175,24 +171,14 @@ def _moe_pairs_kernel(
     else:
         e = tl.load(tid_ptr + tl.minimum(s, P - 1))
         route_w = tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32)
-    if PROBE and not ROUTE_P1:  # phase 1: its expert id known (routed, or loaded): stamp 1, which only phase 2 uses
-        if phase1:  # otherwise (under ROUTE_P1 phase 1 stamps it where it routes, below)
+    if PROBE:  # phase 1: its expert id known (routed, or loaded): stamp 1, which only phase 2 uses otherwise
+        if phase1:
             tl.store(probe_ptr + pid * 4 + 1, now_ns(e))
     e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
     I_s = tl.where(is_shared, IS, I)
 
     if phase1:
         # ---------------- phase 1: SiLU(x·gate)·(x·up) for BLOCK_I rows of one slot ----------------
-        if ROUTE_P1:  # only phase 1 routes: program 0 stores the ids and weights, then releases phase 2's flag
-            r_w, r_id = _route_token(lg_ptr, tw_ptr, tid_ptr, pid, E, K, K_PAD, E_PAD, RENORM)
-            if pid == 0:
-                tl.debug_barrier()  # every thread's stores precede the release
-                tl.atomic_add(cnt_ptr + (N_SLOTS + N_HBLK + 1) * CS, 1, sem="release", scope="gpu")
-            kk = tl.arange(0, K_PAD)[None, :]
-            e = tl.sum(tl.where(kk == tl.minimum(s, P - 1), r_id, 0))
-            if PROBE:
-                tl.store(probe_ptr + pid * 4 + 1, now_ns(e))
-            e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)
         if ib * BLOCK_I < I_s:
             w_base = tl.where(is_shared, sw13_ptr, w13_ptr + e * s_w13e)  # branch-free: no value-yielding `if`
             s_row = tl.where(is_shared, H, s_w13r)
@@ -225,11 +211,7 @@ def _moe_pairs_kernel(
         hmask = offs_h < H
         offs_j = tl.arange(0, K_PAD)
         jmask = offs_j < K
-        if ROUTE_P1:  # program 0's ids: wait for its flag, then read them (and the weights, below) from L2
-            ids_ok = _wait_geq(cnt_ptr + (N_SLOTS + N_HBLK + 1) * CS, 1, 1, SPIN_ASM)
-            ids = tl.load(tid_ptr + offs_j, mask=offs_j < K * ids_ok, other=0, cache_modifier=".cg")
-            tw = tl.load(tw_ptr + offs_j, mask=offs_j < K * ids_ok, other=0.0, cache_modifier=".cg").to(tl.float32)
-        elif ROUTE_IN:
+        if ROUTE_IN:
             ids = tl.reshape(r_id, (K_PAD,))
         else:
             ids = tl.load(tid_ptr + offs_j, mask=jmask, other=0, cache_modifier=".cg")
@@ -243,9 +225,7 @@ def _moe_pairs_kernel(
         if HAS_SHARED:  # the shared expert's w2 rows too ([BLOCK_H, BLOCK_C]), its slot the last (P)
             ws = tl.load(sw2_ptr + offs_h[:, None] * IS + offs_c[None, :],
                          mask=hmask[:, None] & (offs_c < IS)[None, :], other=0.0, eviction_policy="evict_first")
-        if ROUTE_P1:
-            pass  # read above, after the flag
-        elif ROUTE_IN:
+        if ROUTE_IN:
             tw = tl.reshape(r_w, (K_PAD,))
         else:
             tw = tl.load(tw_ptr + offs_j, mask=jmask, other=0.0, cache_modifier=".cg").to(tl.float32)
@@ -292,8 +272,6 @@ def _moe_pairs_kernel(
         if done == N_HBLK - 1:  # the last to count: every program has seen its slots, so the counters may go to 0
             tl.store(cnt_ptr + offs_w * CS, tl.zeros((S_PAD,), dtype=tl.int32), mask=wmask)
             tl.store(cnt_ptr + (N_SLOTS + N_HBLK) * CS, 0)
-            if ROUTE_P1:
-                tl.store(cnt_ptr + (N_SLOTS + N_HBLK + 1) * CS, 0)
     else:
         # ---------------- phase 2: down projection of one slot for BLOCK_H outputs ----------------
         offs_h = hb * BLOCK_H + tl.arange(0, BLOCK_H)
@@ -508,22 +486,14 @@ PAIRS_ROUTE_IN = 1
 # Both forms lost; the vector form's timeline was not taken.)
 
 
-# Routing in phase 1 only (ROUTE_P1, session 46, off): under ROUTE_IN every one of the shard's 384 programs (~3 an SM)
-# computes the token's top-k, ~900 PTX lines before its first weight load with 11 barriers and ~90 shuffles (Triton
-# 3.6, sm_90), so the SM's issue slots and its one shuffle a clock are shared by ~12 warps doing it at once. The
-# timelines (H200, probe-timeline-…T195917 / …T195926) put phase 1's end 1.5 µs later with it than with the ids ready.
-# Ranking by the logits (6 barriers and 12 shuffles fewer, route.py) tied, which fits throughput, not one program's
-# latency, as the cost. With ROUTE_P1 the phase-2 programs do not route: program 0 stores the ids and weights and
-# releases a flag; phase 2 waits for it, reads them from L2 and only then requests its w2 rows, still long before phase
-# 1 ends (its slots ready at 7.25 µs there). A third fewer programs routing an SM. Predicted the shard T=1 on the H200
-# 8.71 → 8.2-8.4 µs (a tie if the cost is one program's latency). $MOELAB_PAIRS_ROUTE_P1=1 (read at launch) turns it
-# on; `config={"ROUTE_P1": ...}` sets it per call.
-PAIRS_ROUTE_P1 = 0
-
-
-def pairs_route_p1() -> bool:
-    """Whether routing inside the pair kernel (ROUTE_IN) runs in phase 1 only (ROUTE_P1, $MOELAB_PAIRS_ROUTE_P1)."""
-    return bool(env_int("MOELAB_PAIRS_ROUTE_P1", PAIRS_ROUTE_P1))
+# (Routing in phase 1 only, ROUTE_P1, lost: session 47, H100, stage GV. Under routing inside, all of the shard's 384
+# programs (~3 an SM) compute the token's top-k; with ROUTE_P1 only phase 1's did, program 0 storing the ids and
+# weights and releasing a flag that phase 2 waited for before it requested its w2 rows. Predicted the shard T=1
+# 8.71 → 8.2-8.4 µs on the H200, if the SM's shared issue slots were the cost. Measured (H100, route + experts): the
+# sweep 9.89 → 10.15 µs (sweep-moe-block-route-p1-…T2237, two passes), `moelab bench moe` 9.88 → 10.2. The timelines
+# (probe-timeline-…T223711/…T223722/…T223732) show why: phase 1 knows its expert 0.25 µs after it starts with the
+# ids ready, 1.75 with every program routing, 1.5 with ROUTE_P1. Routing is one program's latency (its dependent
+# chain of shuffles and barriers), not the SM's throughput, and ROUTE_P1 added a flag's round trip to phase 2.)
 
 
 def pairs_route_in(T: int, I: int, IS: int = 0) -> bool:
@@ -636,9 +606,6 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     direct = bool(cfg.pop("DIRECT", pairs_direct(T, I, IS)))
     i_max = max(I, IS)
     block_c = cfg.pop("BLOCK_CD", min(next_pow2(i_max), PAIRS_DIRECT_BLOCK_C))
-    route_p1 = bool(cfg.pop("ROUTE_P1", logits is not None and pairs_route_p1()))
-    if route_p1 and logits is None:
-        raise ValueError("ROUTE_P1 (routing in phase 1 only) needs the logits: it is a form of routing inside")
     block_hd = cfg.pop("BLOCK_HD", direct_block_h(k, cdiv(i_max, block_c) * block_c))
     if logits is not None and not direct:
         raise ValueError(f"routing inside the pair kernel (logits) needs DIRECT, which is off here (T={T}, I={I})")
@@ -668,7 +635,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
         ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
     args = (x, w13, w2, tw, ids, sw13, sw2, sgate if sgate is not None else x,
-            act, part, gw, counters(x.device, (n_slots + n_hblk + 2) * cs, "moe"), out, probe if probe is not None else x,
+            act, part, gw, counters(x.device, (n_slots + n_hblk + 1) * cs, "moe"), out, probe if probe is not None else x,
             H, I, IS, E, i_max,
             x.stride(0), w13.stride(0), w13.stride(1), w2.stride(0), w2.stride(1), out.stride(0))
     meta = dict(T=T, K=k, K_PAD=next_pow2(k), T_PAD=next_pow2(T),
@@ -676,7 +643,7 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
                 HAS_SHARED=shared is not None, SHARED_GATE=sgate is not None, SPIN_ASM=spin, TRIGGER=trigger,
                 USE_PDL=pdl, PROBE=probe is not None, CS=cs, num_warps=num_warps,
                 DIRECT=direct, BLOCK_C=block_c, N_C=cdiv(i_max, block_c), LD_ACQ=direct and not interpreting(),
-                **(dict(lg_ptr=logits, ROUTE_IN=True, E_PAD=next_pow2(E), RENORM=bool(renormalize), ROUTE_P1=route_p1)
+                **(dict(lg_ptr=logits, ROUTE_IN=True, E_PAD=next_pow2(E), RENORM=bool(renormalize))
                    if logits is not None else {}),
                 **({"launch_pdl": True} if pdl else {}), **cfg)
     # From PAIRS_TWO_MIN_T tokens the phases are two kernels, so phase 1 is compiled alone (96 registers at the T=1
