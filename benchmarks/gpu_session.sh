@@ -1590,12 +1590,11 @@ case "${1:?stage A to G}" in
   GW) # session 47: the per-op profile and the step's trace on today's code (the H200's profile of Qwen3-30B-A3B is
       # session 19's, d986ff1: per-op Σ 2.57 ms, 52 % of the step floor, MoE 26.5 µs a layer; its trace session 18's).
       # Predicted: the MoE op ~24.6 µs (bench-moe-…T005314), Σ 2.57 -> ~2.47 ms (~54 %), the chained graph 2.40 ->
-      # ~2.33 ms. ~4 minutes.
+      # ~2.33 ms. ~3 minutes.
     run hw 90 python -m moelab hw --save
     run profile 150 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 10 --impl eager,compile,moelab --save
     run trace 60 python benchmarks/trace_decode.py --batch 1 --ctx 256
     run trace-qwen35 60 python benchmarks/trace_decode.py --model qwen3.5-35b-a3b --ctx 128
-    run profile-tp4 150 python -m moelab profile qwen3.5-35b-a3b --tp 4 --ctx 1024 --samples 10 --impl eager,compile,moelab --save
     ;;
   GV) # session 46: where routing inside costs the shard's phase 1 its ~1.5 µs (H200, probe-timeline-…T195926): phase 1
       # now stamps the moment it knows its expert (p1_id_p50), routed from the logits or loaded. The GPU tests (bf16),
