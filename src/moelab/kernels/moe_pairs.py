@@ -171,7 +171,7 @@ def _moe_pairs_kernel(
     else:
         e = tl.load(tid_ptr + tl.minimum(s, P - 1))
         route_w = tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32)
-    if PROBE:  # phase 1: its expert id known (routed, or loaded): stamp 1, which only phase 2 uses otherwise
+    if PROBE:  # stamp 1: phase 1 knows its expert (routed, or loaded) here; phase 2 stamps its slots' readiness
         if phase1:
             tl.store(probe_ptr + pid * 4 + 1, now_ns(e))
     e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
