@@ -1588,9 +1588,11 @@ case "${1:?stage A to G}" in
     run bench-shard35 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4 --samples 10 --save
     ;;
   GW) # session 47: the per-op profile and the step's trace on today's code (the H200's profile of Qwen3-30B-A3B is
-      # session 19's, d986ff1: per-op Σ 2.57 ms, 52 % of the step floor, MoE 26.5 µs a layer; its trace session 18's).
+      # session 22's, d986ff1: per-op Σ 2.57 ms, 52 % of the step floor, MoE 26.5 µs a layer; its trace of 2026-12-04).
       # Predicted: the MoE op ~24.6 µs (bench-moe-…T005314), Σ 2.57 -> ~2.47 ms (~54 %), the chained graph 2.40 ->
-      # ~2.33 ms. ~3 minutes.
+      # ~2.33 ms. ~3 minutes. Ran on an H100 (session 47, h100/gpu-session-GW-…T2317.log), so the H200 prediction is
+      # untested: per-op Σ 3.06 ms, 63 % of the H100's 1.92 ms floor, the chained graph 2.84 ms; the MoE op 31.6 µs a
+      # layer (74.3 %). The traces: h100/trace-decode-…T231918 (Qwen3-30B-A3B), …T231950 (Qwen3.5-35B-A3B).
     run hw 90 python -m moelab hw --save
     run profile 150 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 10 --impl eager,compile,moelab --save
     run trace 60 python benchmarks/trace_decode.py --batch 1 --ctx 256
