@@ -1587,6 +1587,15 @@ case "${1:?stage A to G}" in
     run bench-shard 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --no-shared --tokens 1,2,4 --samples 10 --save
     run bench-shard35 70 python -m moelab bench moe --model qwen3.5-35b-a3b --tp 4 --tokens 1,2,4 --samples 10 --save
     ;;
+  GX) # session 48: stage GW on an H200 (the per-op profile of Qwen3-30B-A3B on today's code; predictions in GW), then
+      # the full bench moe sweep of Qwen3-30B-A3B on today's code (the README's table is session 26's, 133bc7a:
+      # T=1 24.6 µs 67.3 %, T=2..16 77.9-86.2 %, T=32 89.1, T=64 88.6, T=256 83.6; predicted the same within 1-2 %:
+      # nothing on the Qwen3-30B-A3B path changed since but the shard's routing and phase 2). ~6 minutes.
+    run hw 90 python -m moelab hw --save
+    run profile 150 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 10 --impl eager,compile,moelab --save
+    run bench-moe 200 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
+    run trace 60 python benchmarks/trace_decode.py --batch 1 --ctx 256
+    ;;
   GW) # session 47: the per-op profile and the step's trace on today's code (the H200's profile of Qwen3-30B-A3B is
       # session 22's, d986ff1: per-op Σ 2.57 ms, 52 % of the step floor, MoE 26.5 µs a layer; its trace of 2026-12-04).
       # Predicted: the MoE op ~24.6 µs (bench-moe-…T005314), Σ 2.57 -> ~2.47 ms (~54 %), the chained graph 2.40 ->
