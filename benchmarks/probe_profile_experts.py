@@ -1,8 +1,9 @@
 """Why `moelab profile`'s experts unit (Qwen3-30B-A3B, T=1) times ~5 µs above `moelab bench moe`'s route + experts.
 
 One process, one GPU, graph-replayed, the same shapes; each variant twice, interleaved:
-  profile   the profile's unit as built: int64 ids (`Rand.ids`), sets_for_l2 rotation sets;
-  ids32     the same with int32 ids (what the engine's router hands the experts);
+  profile   the profile's unit as built: int64 ids (`Rand.ids`), sets_for_l2 rotation sets (until session 48 the
+            launcher cast int64 ids to int32, a launch of its own before the kernel; now the kernel reads them);
+  ids32     the same with int32 ids (what the engine's router hands the experts): a tie with "profile" expected;
   ids32x8   int32 ids over 8 rotation sets;
   block     route + experts from fresh logits over 8 sets (`moe_block`, as `bench moe` times it).
 

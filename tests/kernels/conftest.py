@@ -354,6 +354,13 @@ _module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff"]
 SM90_JOBS["moe_pairs_direct_wide"] = (_module, _kernel, _types,
                                       dict(_consts, N_HBLK=512, BLOCK_H=4, SPIN_ASM="{ nanosleep.u32 128; mov.b32 $0, $1; }",
                                            DIRECT=True, BLOCK_C=256, N_C=3, LD_ACQ=True), *_rest)
+# int64 ids (torch.topk's), read by the pair kernel as they are (session 48): Qwen3-30B-A3B's T=1 launch, the shard's
+# DIRECT one, and the former with its timeline stamps (the "expert known" stamp takes the id as an int32 dependency).
+for _name in ("moe_pairs_backoff", "moe_pairs_direct"):
+    _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
+    SM90_JOBS[_name + "_ids64"] = (_module, _kernel, dict(_types, tid_ptr="*i64"), _consts, *_rest)
+_module, _kernel, _types, _consts, *_rest = SM90_JOBS["moe_pairs_backoff_ids64"]
+SM90_JOBS["moe_pairs_backoff_ids64_probe"] = (_module, _kernel, _types, dict(_consts, PROBE=True), *_rest)
 # The timeline probes (benchmarks/probe_timeline.py): the same kernels with their per-program timestamps.
 for _name in ("attention_split", "attention_combine", "moe_pairs_backoff", "moe_pairs_direct_route"):
     _module, _kernel, _types, _consts, *_rest = SM90_JOBS[_name]
@@ -403,6 +410,9 @@ _div16_t8 = _div16 + ["s_xt", "s_w2r", "s_ot", "I_MAX", "E", "IS"]
 SM90_JOBS["moe_decode_pdl"] = (_module, _kernel, _types, dict(_consts, S_MAX=64, S_PAD=64, N1=1536, HAS_SHARED=False,
                                                               SHARED_GATE=False, TRIGGER=True, USE_PDL=True),
                                _div16_t8, *_rest)
+# ... with int64 ids (torch.topk's), read as they are (session 48).
+SM90_JOBS["moe_decode_pdl_ids64"] = (_module, _kernel, dict(_types, tid_ptr="*i64"), SM90_JOBS["moe_decode_pdl"][3],
+                                     _div16_t8, *_rest)
 # The census kernel's weight tiles by tensor descriptor (MOELAB_CENSUS_TMA, session 10's prepared A/B), in the chain.
 SM90_JOBS["moe_decode_tma"] = (_module, _kernel, dict(_types, w13_desc="tensordesc<bf16[32, 64]>",
                                                       w2_desc="tensordesc<bf16[64, 64]>"),

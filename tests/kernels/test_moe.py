@@ -564,14 +564,22 @@ def test_grouped_path_with_fused_grouping():
     assert mg.group_fused(256) and mg.group_fused(mg.GROUP_FUSED_MAX_P) and not mg.group_fused(mg.GROUP_FUSED_MAX_P + 1)
 
 
-def test_bad_id_poisons_row_when_unchecked():
-    """With the host check off (as under graph capture), a bad id gives NaN for its token, never a quiet answer."""
+@pytest.mark.parametrize("T", [1, 3])  # T=1: the pair kernel's DIRECT phase 2; 3: its partials
+def test_bad_id_poisons_row_when_unchecked(T):
+    """With the host check off (as under graph capture), a bad id gives NaN for its token, never a quiet answer; an
+    int64 id that an int32 cast would wrap into range (2**32 + 1 -> 1) too. int64 ids (torch.topk's), which the pair
+    kernel reads as they are (no conversion launch before it), give bitwise the int32 ids' output."""
     for path in ("pairs", "decode"):
-        x, w13, w2, w, ids, _ = make(3, 8, 32, 16, 2, fp32_or_half(path))
-        ids = ids.clone()
-        ids[1, 0] = 9
-        out = fused_moe(x, w13, w2, w, ids, validate=False, path=path)
-        assert out[1].isnan().all() and not out[0].isnan().any() and not out[2].isnan().any()
+        x, w13, w2, w, ids, _ = make(T, 8, 32, 16, 2, fp32_or_half(path))
+        ids32 = ids.to(torch.int32)
+        assert torch.equal(fused_moe(x, w13, w2, w, ids.long(), validate=False, path=path),
+                           fused_moe(x, w13, w2, w, ids32, validate=False, path=path))
+        for bad_id in (9, 2**32 + 1):
+            bad = ids.long().clone()
+            bad[T // 2, 0] = bad_id
+            out = fused_moe(x, w13, w2, w, bad, validate=False, path=path)
+            rows = out.isnan().any(1).nonzero().flatten().tolist()
+            assert rows == [T // 2] and out[T // 2].isnan().all(), (path, bad_id, rows)
 
 
 # ------------------------------------------------------------------------------------------ GPU, bf16
@@ -1065,7 +1073,9 @@ def test_route_pdl_is_off_by_default_and_never_off_the_chain(monkeypatch):
                                  "moe_gate_up_tma", "moe_down_tma", "moe_gate_up_wide", "moe_gate_up_wide_tma",
                                  "moe_down_tma256", "route_grouped", "moe_group_sort",
                                  "moe_sum_k", "moe_group_count", "moe_group_scan", "moe_group_place",
-                                 "moe_gate_up_overlap", "moe_down_overlap", "moe_down_overlap_tma"])
+                                 "moe_gate_up_overlap", "moe_down_overlap", "moe_down_overlap_tma",
+                                 "moe_pairs_backoff_ids64", "moe_pairs_direct_ids64", "moe_pairs_backoff_ids64_probe",
+                                 "moe_decode_pdl_ids64"])
 def test_compiles_for_sm90(sm90, job):
     """The interpreter cannot see compile-only errors (a name bound in one branch of a runtime `if` passed it
     here and failed on the H200 once): every MoE kernel must also compile for sm_90 on the CPU."""
@@ -1082,7 +1092,9 @@ def test_compiles_for_sm90(sm90, job):
         assert "atom" in ptx or "red." in ptx  # the phase counters are real atomics
     if job == "moe_decode_tma":
         assert "cp.async.bulk.tensor" in ptx  # the weight tiles come by TMA, not by per-thread loads
-    if job in ("moe_pairs", "moe_decode", "moe_decode_tma"):
+    if job.endswith(("_ids64", "_ids64_probe")):  # the ids loaded as 64-bit words, not cast on the host first
+        assert re.search(r"ld\.global[.a-z0-9]*\.b64", ptx)
+    if job in ("moe_pairs", "moe_decode", "moe_decode_tma", "moe_decode_pdl_ids64"):
         # Every phase-2 wait ends in an acquire that the compiler kept (Triton 3.6 deleted an unused one: the cause
         # of the fp32 and 8-warp bugs). Checked here with whatever Triton is installed; for 3.6, docs/worklog.md.
         assert ".acquire" in ptx

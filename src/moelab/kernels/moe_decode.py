@@ -163,7 +163,7 @@ def _moe_decode_kernel(
     # before each program's first load at T=8 — sm_90 SASS, Triton 3.6 — with the same speed: batch 8 7.94 ms per
     # token both ways, session 9, ab-chain-…T000611.)
     valid = (pid_ids >= 0) & (pid_ids < E)
-    present = tl.histogram(tl.where(valid, pid_ids, 0), E_PAD, mask=valid) > 0
+    present = tl.histogram(tl.where(valid, pid_ids, 0).to(tl.int32), E_PAD, mask=valid) > 0  # (int64 ids: checked first)
     rank = tl.cumsum(present.to(tl.int32), axis=0) - 1
     n_routed = tl.sum(present.to(tl.int32), axis=0)
     n_slots = n_routed + HAS_SHARED
@@ -352,8 +352,9 @@ def moe_decode(x, w13, w2, topk_weights, topk_ids, shared=None, *, out=None, con
     n1, n2 = s_max * n_iblk, s_max * n_hblk
     act = torch.empty(s_max, T, i_max, dtype=x.dtype, device=x.device)
     part = torch.empty(T * (k + 1), H, dtype=torch.float32, device=x.device)
-    ids = topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)
-    ids = ids.contiguous()
+    # int64 ids (torch.topk's) are read as they are, as in the pair kernel: no conversion launch, and a huge id cannot
+    # wrap into range as a cast to int32 would make it (the kernel checks the range before its 32-bit histogram).
+    ids = topk_ids.contiguous()
     tw = topk_weights.contiguous()
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
     # In the step-long PDL chain (kernels.chain_pdl), as the pair kernel: released by the router as it starts, this

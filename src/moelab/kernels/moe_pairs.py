@@ -173,7 +173,7 @@ def _moe_pairs_kernel(
         route_w = tl.load(tw_ptr + tl.minimum(s, P - 1)).to(tl.float32)
     if PROBE:  # stamp 1: phase 1 knows its expert (routed, or loaded) here; phase 2 stamps its slots' readiness
         if phase1:
-            tl.store(probe_ptr + pid * 4 + 1, now_ns(e))
+            tl.store(probe_ptr + pid * 4 + 1, now_ns(e.to(tl.int32)))
     e = tl.where((e < 0) | (e >= E), 0, e).to(tl.int64)  # stay in bounds; the reducer poisons the token
     I_s = tl.where(is_shared, IS, I)
 
@@ -631,8 +631,9 @@ def moe_pairs(x, w13, w2, topk_weights, topk_ids, shared=None, *, out, config: d
     if logits is not None:  # buffers the kernel writes (checked above)
         tw, ids = topk_weights, topk_ids
     else:
-        tw = topk_weights.contiguous()
-        ids = (topk_ids if topk_ids.dtype == torch.int32 else topk_ids.to(torch.int32)).contiguous()
+        # int64 ids (torch.topk's, the Hugging Face router's) are read as they are: the kernel compiles for either
+        # width, and a conversion would be a launch of its own before it, outside the PDL chain.
+        tw, ids = topk_weights.contiguous(), topk_ids.contiguous()
     sw13, sw2, sgate = shared if shared is not None else (x, x, None)
     args = (x, w13, w2, tw, ids, sw13, sw2, sgate if sgate is not None else x,
             act, part, gw, counters(x.device, (n_slots + n_hblk + 1) * cs, "moe"), out, probe if probe is not None else x,
