@@ -1591,6 +1591,11 @@ case "${1:?stage A to G}" in
       # the full bench moe sweep of Qwen3-30B-A3B on today's code (the README's table is session 26's, 133bc7a:
       # T=1 24.6 µs 67.3 %, T=2..16 77.9-86.2 %, T=32 89.1, T=64 88.6, T=256 83.6; predicted the same within 1-2 %:
       # nothing on the Qwen3-30B-A3B path changed since but the shard's routing and phase 2). ~6 minutes.
+      # Ran on an H100 (session 48, h100/gpu-session-GX-…T0046.log: T=1 77.5 %, T=16-64 90.8-92.5 %; the profile's
+      # experts unit 35.0 µs against bench moe's 30.2 with routing). Since then the kernels read int64 ids without a
+      # cast (session 48): the probe first (the unit with int64 and int32 ids, 8 sets, moe_block; a tie of the first
+      # two predicted, the unit −1..−4 µs against session 48's profile).
+    run probe-experts 120 python benchmarks/probe_profile_experts.py --samples 15
     run hw 90 python -m moelab hw --save
     run profile 150 python -m moelab profile qwen3-30b-a3b --batch 1 --ctx 1024 --samples 10 --impl eager,compile,moelab --save
     run bench-moe 200 python -m moelab bench moe --tokens 1,2,4,8,16,32,64,256,4096 --samples 10 --save
