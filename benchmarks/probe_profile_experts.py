@@ -25,6 +25,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--samples", type=int, default=15)
     a = ap.parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("probe_profile_experts: needs a CUDA GPU (it times graph replays)")
     dev = torch.device("cuda")
     timing.prime_graphs(dev)
     E, H, I, k = 128, 2048, 768, 8
